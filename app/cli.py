@@ -1,0 +1,139 @@
+"""`twice` on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from connectors import registry
+from connectors.base import SourceError, UnknownConnectorError, redact
+from twice.engine import Options, analyze
+from twice.layers import KEY_RETENTION, Bands
+from twice.report import to_contract
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+
+SOURCE_FLAGS = {
+    "stripe_events": "Stripe Event objects: GET /v1/events JSON, a JSON array, or JSON lines",
+    "stripe_logs": "`stripe logs tail --format JSON` output",
+    "request_log": "a provider request log (CSV or JSON lines); see --request-log-map",
+    "checkpoints": "LangGraph checkpoints: a SqliteSaver file or a postgresql:// DSN",
+    "spans": "spans: OTLP JSON (one object or JSON lines) or Jaeger JSON",
+    "sqs": "SQS receive_message results (JSON lines)",
+}
+
+
+def _duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    text = text.strip().lower()
+    if text and text[-1] in units:
+        return float(text[:-1]) * units[text[-1]]
+    return float(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="twice", description="Find where one intended call of an AI agent became two.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    an = sub.add_parser("analyze", help="analyse exported evidence of an incident")
+    an.add_argument("paths", nargs="*", type=Path,
+                    help="incident folders or files; twice recognises the formats it reads")
+    for name, doc in SOURCE_FLAGS.items():
+        an.add_argument(f"--{name.replace('_', '-')}", action="append", default=[],
+                        metavar="PATH", help=doc)
+    an.add_argument("--request-log-map", default=None, metavar="MAP",
+                    help="column mapping for --request-log, e.g. "
+                         "'request_id=Request ID,created=Date,idempotency_key=Idempotency key'")
+    an.add_argument("--tool-attribute", default=None, metavar="ATTR",
+                    help="a span attribute that marks tool spans and holds the tool call id")
+    an.add_argument("--format", choices=["table", "json"], default="table")
+    an.add_argument("--provider", choices=sorted(KEY_RETENTION), default="stripe",
+                    help="whose idempotency-key retention bounds the bands (default stripe)")
+    an.add_argument("--bands", default="10s,2m", metavar="SECONDS,TENS",
+                    help="upper edges of the seconds and tens-of-seconds bands (default 10s,2m)")
+    an.add_argument("--window", default="15m",
+                    help="same customer + amount inside this window is one logical call when "
+                         "nothing else links the attempts (default 15m)")
+    return parser
+
+
+def _sources(args: argparse.Namespace) -> tuple[list[tuple[str, str | Path, dict[str, Any]]],
+                                                  list[str]]:
+    notes: list[str] = []
+    out: list[tuple[str, str | Path, dict[str, Any]]] = []
+
+    def options(name: str) -> dict[str, Any]:
+        if name == "request_log" and args.request_log_map:
+            return {"mapping": registry.get("request_log").parse_mapping(args.request_log_map)}
+        if name == "spans" and args.tool_attribute:
+            return {"tool_attribute": args.tool_attribute}
+        return {}
+
+    for name in SOURCE_FLAGS:
+        for target in getattr(args, name):
+            out.append((name, target, options(name)))
+    for path in args.paths:
+        if path.is_dir():
+            found, skipped = registry.scan_folder(path)
+            if not found:
+                raise SourceError(str(path), "no evidence file twice recognises in this folder")
+            out.extend((name, p, options(name)) for name, p in found)
+            notes.extend(f"{p}: not a format twice reads; skipped" for p in skipped)
+        elif path.is_file():
+            name = registry.detect(path)
+            if name is None:
+                raise SourceError(str(path), "not a format twice reads (use a --<source> flag "
+                                             "to say what it is)")
+            out.append((name, path, options(name)))
+        elif str(path).startswith(("postgresql://", "postgres://")):
+            out.append(("checkpoints", str(path), {}))
+        else:
+            raise SourceError(redact(str(path)), "no such file or folder")
+    if not out:
+        raise SourceError("command line", "no evidence given: pass a folder, files or --<source>")
+    return out, notes
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    try:
+        seconds, tens = (_duration(x) for x in args.bands.split(","))
+        window = _duration(args.window)
+    except ValueError:
+        raise SourceError("command line", "--bands takes two durations like 10s,2m and "
+                                          "--window one like 15m") from None
+    bands = Bands(seconds=seconds, tens_of_seconds=tens, retention=KEY_RETENTION[args.provider])
+    sources, notes = _sources(args)
+    loaded = registry.load_all(sources)
+    analysis = analyze(loaded.rows, loaded.warnings,
+                       Options(bands=bands, window_s=window))
+    if args.format == "json":
+        sys.stdout.buffer.write(orjson.dumps(to_contract(analysis), option=orjson.OPT_INDENT_2))
+        sys.stdout.write("\n")
+    else:
+        from app.table import render
+
+        render(analysis, sources=[(n, redact(str(t))) for n, t, _ in sources], notes=notes)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "analyze":
+            return cmd_analyze(args)
+    except (SourceError, UnknownConnectorError) as exc:
+        print(f"twice: {redact(str(exc))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    parser.error(f"unknown command {args.command}")
+    return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

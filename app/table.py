@@ -1,0 +1,75 @@
+"""The readable `twice analyze` output: one panel per logical call, newest first."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from twice.engine import Analysis, Group
+from twice.layers import PLAIN_WORDS
+from twice.report import attempt_dict
+from twice.verdict import fmt_gap
+
+
+def _money(group: Group) -> str:
+    risk = group.money_at_risk()
+    if not risk:
+        return "no second effect"
+    return ", ".join(f"{amount / 100:,.2f} {cur.upper()}" for cur, amount in risk.items())
+
+
+def _group_panel(group: Group) -> Panel:
+    attempts = Table(box=None, pad_edge=False, show_edge=False)
+    for col in ["attempt", "at (aligned)", "request id", "idempotency key", "tool call",
+                "effect", "object"]:
+        attempts.add_column(col, overflow="fold")
+    for _, row in group.attempts.iterrows():
+        a = attempt_dict(row)
+        attempts.add_row(a["attempt_id"], a["at"], a["request_id"] or "-",
+                         a["idempotency_key"] or "(none)", a["tool_call_id"] or "-",
+                         a["effect"], a["object_id"] or "-")
+    body: list[Text | Table] = [attempts]
+    for d in group.duplicates:
+        head = Text()
+        head.append(f"\n{d.second}: ", style="bold")
+        head.append(str(d.layer), style="bold red" if not d.protected else "bold yellow")
+        head.append(f"  confidence {d.confidence:.2f}  gap {fmt_gap(d.gap_seconds)} "
+                    f"({d.band})" + ("  protected" if d.protected else ""))
+        body.append(head)
+        body.append(Text(f"  {PLAIN_WORDS[d.layer]}", style="italic"))
+        for item in d.evidence:
+            body.append(Text(f"  - {item}"))
+        body.append(Text(f"  fix: {d.fix}", style="green"))
+    if group.findings:
+        body.append(Text("\nfindings", style="bold"))
+        for f in group.findings:
+            body.append(Text(f"  [{f.code}] {f.detail}"))
+    title = (f"{group.group_id}  tool {group.tool_name or '?'}  thread {group.thread_id or '?'}"
+             f"  {len(group.attempts)} attempts  money at risk: {_money(group)}")
+    from rich.console import Group as RichGroup
+
+    return Panel(RichGroup(*body), title=title, title_align="left")
+
+
+def render(analysis: Analysis, sources: list[tuple[str, str]], notes: list[str],
+           console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(Text("evidence: " + "; ".join(f"{n} {t}" for n, t in sources), style="dim"))
+    for o in analysis.offsets:
+        console.print(Text(f"clock: {o.source} is {o.seconds:+.3f} s off the spans "
+                           f"({o.pairs} pairs: {o.basis})", style="dim"))
+    if not analysis.groups:
+        console.print("No logical call executed more than once.")
+    for group in analysis.groups:
+        console.print(_group_panel(group))
+    for note in notes:
+        console.print(Text(note, style="dim"))
+    if analysis.warnings:
+        console.print(Text(f"{len(analysis.warnings)} warnings:", style="yellow"))
+        for w in analysis.warnings[:20]:
+            console.print(Text(f"  {w.source}: {w.detail}", style="yellow"))
+        if len(analysis.warnings) > 20:
+            console.print(Text(f"  ... and {len(analysis.warnings) - 20} more (--format json "
+                               "lists all)", style="yellow"))

@@ -1,0 +1,232 @@
+"""Benchmark `twice analyze` on a generated incident, against the floor of parsing alone.
+
+    python benchmarks/analyze_bench.py [--events 100000] [--spans 100000] [--checkpoints 10000]
+                                       [--out benchmarks/results/analyze.json]
+
+Generates, in a temp folder, an incident in the real formats: Stripe events (JSON lines, two
+events per PaymentIntent confirmed in one request), OTLP JSON lines (a tool span and an HTTP
+client span per call, batched per line like the file exporter), and a LangGraph SqliteSaver
+database written through SqliteSaver.put. One call in a hundred is executed twice (a step
+retry with a new key). Then, each in a fresh subprocess so peak memory is its own:
+  floor    read + orjson.loads every line of the JSON files
+  analyze  load all sources + analyze (what `twice analyze --format json` does)
+and records wall time, peak RSS and events per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+T0 = 1_717_424_400  # 2024-06-03T14:20:00Z
+
+
+def _attr(key: str, value: object) -> dict[str, object]:
+    if isinstance(value, bool):
+        return {"key": key, "value": {"boolValue": value}}
+    if isinstance(value, int):
+        return {"key": key, "value": {"intValue": str(value)}}
+    if isinstance(value, list):
+        return {"key": key, "value": {"arrayValue": {"values": [{"stringValue": v}
+                                                                 for v in value]}}}
+    return {"key": key, "value": {"stringValue": str(value)}}
+
+
+def generate(folder: Path, n_events: int, n_spans: int, n_checkpoints: int, seed: int) -> dict:
+    rng = random.Random(seed)
+    calls = max(n_events // 2, n_spans // 2)
+    dup_every = 100
+    ids = [f"{i:08x}" for i in range(calls)]
+    events_path = folder / "events.jsonl"
+    spans_path = folder / "spans.jsonl"
+    n_ev = n_sp = 0
+    batch: list[dict] = []
+    with events_path.open("wb") as ev, spans_path.open("wb") as sp:
+        for i, cid in enumerate(ids):
+            t = T0 + i * 0.05
+            thread = f"th_{i // 4:07d}"
+            tcid = f"toolu_01{cid}{cid}{cid[:6]}"
+            customer = f"cus_{rng.randrange(10**8):08d}"
+            amount = rng.choice([900, 1900, 4900, 9900])
+            runs = [(t, f"key_{cid}_0")]
+            if i % dup_every == 0:
+                runs.append((t + 35 + rng.random() * 5, f"key_{cid}_1"))
+            for r, (tr, key) in enumerate(runs):
+                req = f"req_{cid}{r}"
+                pi = {"id": f"pi_{cid}{r}", "object": "payment_intent", "amount": amount,
+                      "currency": "usd", "customer": customer, "status": "succeeded",
+                      "metadata": {}}
+                ch = {"id": f"ch_{cid}{r}", "object": "charge", "amount": amount,
+                      "currency": "usd", "customer": customer, "status": "succeeded",
+                      "payment_intent": pi["id"], "metadata": {}}
+                for obj, typ in ((pi, "payment_intent.succeeded"), (ch, "charge.succeeded")):
+                    if n_ev >= n_events:
+                        break
+                    ev.write(orjson.dumps({
+                        "id": f"evt_{obj['id']}", "object": "event", "api_version": "2024-06-20",
+                        "created": int(tr + 0.3), "data": {"object": obj}, "livemode": False,
+                        "pending_webhooks": 0, "request": {"id": req, "idempotency_key": key},
+                        "type": typ}) + b"\n")
+                    n_ev += 1
+                if n_sp + 2 > n_spans:
+                    continue
+                tool_span_id = f"{i:08x}{r:08x}"
+                start = int(tr * 1e9)
+                trace = f"{i:032x}"
+                batch.append({
+                    "traceId": trace, "spanId": tool_span_id, "name": "execute_tool charge",
+                    "kind": 1, "startTimeUnixNano": str(start),
+                    "endTimeUnixNano": str(start + 900_000_000), "status": {"code": 1},
+                    "attributes": [
+                        _attr("gen_ai.operation.name", "execute_tool"),
+                        _attr("gen_ai.tool.name", "charge_subscription"),
+                        _attr("gen_ai.tool.call.id", tcid),
+                        _attr("gen_ai.conversation.id", thread),
+                        _attr("gen_ai.tool.call.arguments", json.dumps(
+                            {"customer_id": customer, "amount": amount, "currency": "usd"})),
+                    ]})
+                batch.append({
+                    "traceId": trace, "spanId": f"{i:08x}{r + 8:08x}",
+                    "parentSpanId": tool_span_id, "name": "POST", "kind": 3,
+                    "startTimeUnixNano": str(start + 100_000_000),
+                    "endTimeUnixNano": str(start + 700_000_000), "status": {"code": 0},
+                    "attributes": [
+                        _attr("http.request.method", "POST"),
+                        _attr("url.full", "https://api.stripe.com/v1/payment_intents"),
+                        _attr("http.response.status_code", 200),
+                        _attr("http.request.resend_count", 0),
+                        _attr("http.request.header.idempotency-key", [key]),
+                        _attr("http.response.header.request-id", [req]),
+                    ]})
+                n_sp += 2
+                if len(batch) >= 512:
+                    sp.write(orjson.dumps(_export(batch)) + b"\n")
+                    batch = []
+        if batch:
+            sp.write(orjson.dumps(_export(batch)) + b"\n")
+    _checkpoints(folder / "checkpoints.sqlite", n_checkpoints, rng)
+    return {"events": n_ev, "spans": n_sp, "checkpoints": n_checkpoints,
+            "bytes": sum(p.stat().st_size for p in folder.iterdir())}
+
+
+def _export(spans: list[dict]) -> dict:
+    return {"resourceSpans": [{
+        "resource": {"attributes": [_attr("service.name", "billing-agent"),
+                                    _attr("host.name", "worker-a")]},
+        "scopeSpans": [{"scope": {"name": "twice.bench"}, "spans": spans}]}]}
+
+
+def _checkpoints(path: Path, n: int, rng: random.Random) -> None:
+    """n checkpoints through LangGraph's own SqliteSaver: threads of 4 steps each."""
+    import sqlite3
+
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(path, check_same_thread=False)
+    saver = SqliteSaver(conn)
+    saver.setup()
+    for th in range(n // 4):
+        thread = f"th_{th:07d}"
+        cid = f"{th * 4:08x}"
+        tcid = f"toolu_01{cid}{cid}{cid[:6]}"
+        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        messages: list = [HumanMessage("renew my subscription")]
+        steps = [
+            [],
+            [AIMessage("", tool_calls=[{"name": "charge_subscription", "id": tcid, "args": {
+                "customer_id": f"cus_{rng.randrange(10**8):08d}", "amount": 4900,
+                "currency": "usd"}}])],
+            [ToolMessage('{"status": "succeeded"}', tool_call_id=tcid,
+                         name="charge_subscription")],
+            [AIMessage("Done.")],
+        ]
+        for step, new in enumerate(steps):
+            messages = messages + new
+            ckpt = empty_checkpoint()
+            ckpt["channel_values"] = {"messages": messages}
+            ckpt["channel_versions"] = {"messages": step + 1}
+            config = saver.put(config, ckpt, {"source": "loop", "step": step},
+                               {"messages": step + 1})
+    conn.close()
+
+
+FLOOR = """
+import sys, orjson
+n = 0
+for path in sys.argv[1:]:
+    with open(path, 'rb') as fh:
+        for line in fh:
+            orjson.loads(line); n += 1
+import resource
+print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+ANALYZE = """
+import sys
+from connectors import registry
+from twice.engine import analyze
+from twice.report import to_contract
+found, _ = registry.scan_folder(__import__('pathlib').Path(sys.argv[1]))
+loaded = registry.load_all([(n, p, {}) for n, p in found])
+report = to_contract(analyze(loaded.rows, loaded.warnings))
+import resource
+print(len(loaded.rows), len(report['groups']), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def measure(code: str, args: list[str]) -> dict:
+    """Run `code` in a fresh interpreter; it prints its results and, last, its peak RSS (KiB)."""
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                         check=True)
+    wall = time.perf_counter() - start
+    *values, peak_kib = out.stdout.split()
+    return {"wall_s": round(wall, 3), "peak_rss_mib": round(int(peak_kib) / 1024, 1),
+            "stdout": " ".join(values)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=100_000)
+    ap.add_argument("--spans", type=int, default=100_000)
+    ap.add_argument("--checkpoints", type=int, default=10_000)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/analyze.json"))
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        t = time.perf_counter()
+        sizes = generate(folder, args.events, args.spans, args.checkpoints, args.seed)
+        gen_s = time.perf_counter() - t
+        floor = measure(FLOOR, [str(folder / "events.jsonl"), str(folder / "spans.jsonl")])
+        run = measure(ANALYZE, [str(folder)])
+    rows, groups = (int(x) for x in run["stdout"].split())
+    result = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "input": {**sizes, "generate_s": round(gen_s, 1)},
+        "floor_orjson_parse": floor,
+        "analyze": {**run, "timeline_rows": rows, "duplicate_groups": groups,
+                    "events_per_s": round(sizes["events"] / run["wall_s"]),
+                    "vs_floor": round(run["wall_s"] / max(floor["wall_s"], 1e-9), 2)},
+        "targets": {"wall_s": 10, "peak_rss_mib": 1536},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""The small interface every evidence source implements.
+
+A connector has a `name`, a pure `parse_*` function that turns already-read payloads into timeline
+rows (tests feed recorded payloads to it), and `load(target) -> LoadResult` that does the IO.
+Expected bad input is data: a malformed record becomes a `SourceWarning` and loading goes on.
+A source that cannot be read at all raises `SourceError` naming the source and the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import pandas as pd
+
+from twice.timeline import SourceWarning, empty_timeline
+
+__all__ = ["Connector", "LoadResult", "SourceError", "SourceWarning", "UnknownConnectorError",
+           "redact"]
+
+
+@dataclass
+class LoadResult:
+    source: str  # connector name
+    rows: pd.DataFrame = field(default_factory=empty_timeline)
+    warnings: list[SourceWarning] = field(default_factory=list)
+
+
+class SourceError(Exception):
+    """A source cannot be read at all. The message names the source and the reason."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(f"{source}: {reason}")
+        self.source = source
+        self.reason = reason
+
+
+class UnknownConnectorError(KeyError):
+    """No connector of that name, or no connector recognises a file."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown connector"
+
+
+class Connector(Protocol):
+    name: str
+
+    def load(self, target: str | Path) -> LoadResult: ...
+
+
+_DSN_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@/\s]*@", re.I)
+_PASSWORD_PARAM = re.compile(r"(password=)[^&\s]*", re.I)
+
+
+def redact(text: str) -> str:
+    """Remove passwords from DSNs / URLs before they are shown, logged or stored."""
+    text = _DSN_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
+    return _PASSWORD_PARAM.sub(r"\1***", text)

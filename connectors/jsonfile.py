@@ -1,0 +1,58 @@
+"""Reading JSON evidence files: one JSON document, or JSON lines; bad lines become warnings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from connectors.base import SourceError, SourceWarning
+
+
+def open_bytes(path: str | Path) -> bytes:
+    p = Path(path)
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise SourceError(str(p), "file not found") from None
+    except IsADirectoryError:
+        raise SourceError(str(p), "is a folder, expected a file") from None
+    except OSError as exc:
+        raise SourceError(str(p), f"cannot read: {exc.strerror or exc}") from None
+
+
+def json_documents(
+    path: str | Path, warnings: list[SourceWarning]
+) -> Iterator[tuple[str, Any]]:
+    """Yield (locator, parsed value) for a file holding one JSON document or JSON lines.
+
+    A file that parses as one JSON document yields it once (locator = the path). Otherwise every
+    non-blank line is parsed on its own; lines that do not parse are recorded in `warnings`.
+    A file where no line parses raises SourceError.
+    """
+    raw = open_bytes(path)
+    name = str(path)
+    if not raw.strip():
+        raise SourceError(name, "file is empty")
+    try:
+        yield name, orjson.loads(raw)
+        return
+    except orjson.JSONDecodeError:
+        pass
+    good = 0
+    bad = 0
+    for lineno, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            bad += 1
+            warnings.append(SourceWarning(f"{name}:{lineno}", f"not valid JSON ({exc}); skipped"))
+            continue
+        good += 1
+        yield f"{name}:{lineno}", value
+    if good == 0:
+        raise SourceError(name, f"not JSON or JSON lines ({bad} unreadable lines)")

@@ -1,0 +1,131 @@
+"""The engine: timeline in, logical calls with verdicts and findings out."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from twice.attempts import ATTEMPT_COLUMNS, normalize, provider_attempts
+from twice.findings import findings_for
+from twice.grouping import group_attempts
+from twice.layers import Bands, Layer
+from twice.link import ClockOffset, link
+from twice.timeline import Kind, SourceWarning
+from twice.verdict import Context, Duplicate, Finding, judge
+
+# How bad a layer is to have found, for "worst layer" summaries (unprotected first).
+LAYER_ORDER = [Layer.REDELIVERY, Layer.STEP_RETRY, Layer.MODEL_REEMISSION, Layer.GATEWAY_RETRY,
+               Layer.SDK_RETRY, Layer.UNKNOWN]
+
+
+@dataclass(frozen=True)
+class Options:
+    bands: Bands = field(default_factory=Bands)
+    window_s: float = 900.0  # same subject + amount inside this window = one logical call
+    tolerance_s: float = 2.0  # clock error allowed when matching times across sources
+
+
+@dataclass
+class Group:
+    group_id: str
+    tool_name: str | None
+    thread_id: str | None
+    tool_call_ids: list[str]
+    attempts: pd.DataFrame  # rows of Analysis.attempts, oldest first
+    duplicates: list[Duplicate]
+    findings: list[Finding]
+
+    @property
+    def last_at(self) -> pd.Timestamp:
+        return self.attempts["at"].max()
+
+    @property
+    def extra_effects(self) -> pd.DataFrame:
+        """Effects created beyond the first: the money at risk."""
+        created = self.attempts[self.attempts["effect"] == "created"]
+        return created.iloc[1:]
+
+    def money_at_risk(self) -> dict[str, int]:
+        extra = self.extra_effects.dropna(subset=["amount"])
+        return {str(c or "?"): int(v) for c, v in
+                extra.groupby(extra["currency"].fillna("?"))["amount"].sum().items()}
+
+    @property
+    def worst_layer(self) -> Layer | None:
+        layers = [d.layer for d in self.duplicates if not d.protected] or \
+            [d.layer for d in self.duplicates]
+        return min(layers, key=LAYER_ORDER.index) if layers else None
+
+
+@dataclass
+class Analysis:
+    groups: list[Group]
+    attempts: pd.DataFrame
+    timeline: pd.DataFrame  # with at_aligned filled in
+    offsets: list[ClockOffset]
+    warnings: list[SourceWarning]
+
+
+def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
+    """Without provider records, count executions on the agent's side: one per tool span, and one
+    per checkpointed tool call that no span covers."""
+    spans = timeline[timeline["kind"] == Kind.TOOL_SPAN.value]
+    calls = timeline[(timeline["kind"] == Kind.TOOL_CALL.value)
+                     & ~timeline["tool_call_id"].isin(spans["tool_call_id"].dropna())]
+    cols = ["at", "tool_call_id", "thread_id", "subject", "amount", "currency", "worker"]
+    out = pd.concat([
+        spans[cols].assign(attempt_id="span:" + spans["span_id"].astype(str),
+                           tool_span_id=spans["span_id"], source="spans"),
+        calls[cols].assign(attempt_id="call:" + calls["tool_call_id"].astype(str),
+                           source="checkpoints"),
+    ], ignore_index=True)
+    out["effect"] = "unknown"
+    out["key_recorded"] = False
+    return normalize(out.reindex(columns=[*ATTEMPT_COLUMNS, "tool_span_id"])).sort_values(
+        "at", ignore_index=True)
+
+
+def _group_id(attempt_ids: Sequence[str]) -> str:
+    return "g_" + hashlib.sha256("|".join(sorted(attempt_ids)).encode()).hexdigest()[:10]
+
+
+def analyze(timeline: pd.DataFrame, warnings: Sequence[SourceWarning] = (),
+            options: Options | None = None) -> Analysis:
+    opts = options or Options()
+    attempts = provider_attempts(timeline)
+    if attempts.empty:
+        attempts = agent_attempts(timeline)
+    attempts, aligned, offsets = link(timeline, attempts, opts.tolerance_s)
+    labels = group_attempts(attempts, aligned, opts.window_s)
+    attempts["group_id"] = None
+    ctx = Context.build(aligned, opts.bands)
+    tool_names = (aligned.dropna(subset=["tool_call_id", "tool_name"])
+                  .drop_duplicates("tool_call_id").set_index("tool_call_id")["tool_name"])
+
+    groups: list[Group] = []
+    for _, rows in attempts.groupby(labels, sort=False):
+        if len(rows) < 2:
+            continue
+        rows = rows.sort_values(["at", "attempt_id"], kind="stable")
+        gid = _group_id(rows["attempt_id"].astype(str).tolist())
+        attempts.loc[rows.index, "group_id"] = gid
+        rows = attempts.loc[rows.index]
+        dups = [judge(rows.iloc[i - 1], rows.iloc[i], ctx) for i in range(1, len(rows))]
+        calls = [str(c) for c in rows["tool_call_id"].dropna().unique()]
+        names = [str(tool_names[c]) for c in calls if c in tool_names.index]
+        threads = rows["thread_id"].dropna()
+        groups.append(Group(
+            group_id=gid,
+            tool_name=names[0] if names else None,
+            thread_id=str(threads.mode().iloc[0]) if len(threads) else None,
+            tool_call_ids=calls,
+            attempts=rows,
+            duplicates=dups,
+            findings=findings_for(rows, dups, ctx, opts.tolerance_s),
+        ))
+    groups.sort(key=lambda g: g.last_at, reverse=True)
+    return Analysis(groups=groups, attempts=attempts, timeline=aligned, offsets=offsets,
+                    warnings=list(warnings))

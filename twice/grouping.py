@@ -1,0 +1,114 @@
+"""Group attempts into logical calls: the executions of one intended call belong together.
+
+Two attempts are one logical call when they share a tool_call_id, an idempotency key, or when
+the model asked again for the same tool with the same arguments right after a result that
+reported failure (a different tool_call_id, same intent). Attempts no agent-side evidence speaks
+for fall back to the same subject + amount + currency + object type inside a window.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from twice.timeline import Kind
+
+FAILED_OUTCOMES = frozenset({"error", "timeout", "unknown"})
+
+
+class _UnionFind:
+    def __init__(self, n: int) -> None:
+        self.parent = np.arange(n)
+
+    def find(self, i: int) -> int:
+        root = i
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[i] != root:
+            self.parent[i], i = root, self.parent[i]
+        return int(root)
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def _chain_edges(df: pd.DataFrame, by: list[str]) -> np.ndarray:
+    """Edges between consecutive rows (positions) sharing all of `by` (rows sorted by time)."""
+    sub = df.dropna(subset=by)
+    if len(sub) < 2:
+        return np.empty((0, 2), dtype=int)
+    sub = sub.sort_values([*by, "at"], kind="stable")
+    same = np.ones(len(sub) - 1, dtype=bool)
+    for col in by:
+        values = sub[col].astype(str).to_numpy()
+        same &= values[1:] == values[:-1]
+    pos = sub["_pos"].to_numpy()
+    return np.column_stack([pos[:-1][same], pos[1:][same]])
+
+
+def reemission_pairs(timeline: pd.DataFrame) -> list[tuple[str, str]]:
+    """(earlier, later) tool_call_ids where the model asked again for the same tool with the same
+    arguments in the same thread after the earlier call's result reported failure or no result.
+    A successful earlier result means a new intent (a new user turn), not a re-emission."""
+    calls = timeline[timeline["kind"].isin([Kind.TOOL_CALL.value, Kind.TOOL_SPAN.value])
+                     & timeline["tool_call_id"].notna()]
+    if calls.empty:
+        return []
+    calls = calls.sort_values("at_aligned").drop_duplicates("tool_call_id")
+    calls = calls.dropna(subset=["thread_id", "tool_name", "args_fingerprint"])
+    results = timeline[timeline["kind"] == Kind.TOOL_RESULT.value].drop_duplicates(
+        "tool_call_id").set_index("tool_call_id")["outcome"]
+    pairs: list[tuple[str, str]] = []
+    for _, same in calls.groupby(["thread_id", "tool_name", "args_fingerprint"], sort=False):
+        ids = same["tool_call_id"].tolist()
+        for earlier, later in zip(ids, ids[1:], strict=False):
+            outcome = results.get(earlier)
+            if outcome is None or pd.isna(outcome) or outcome in FAILED_OUTCOMES:
+                pairs.append((earlier, later))
+    return pairs
+
+
+def group_attempts(attempts: pd.DataFrame, timeline: pd.DataFrame,
+                   window_s: float = 900.0) -> pd.Series:
+    """A group label (int) per attempt row; rows with equal labels are one logical call."""
+    n = len(attempts)
+    if n == 0:
+        return pd.Series([], dtype=int)
+    df = attempts.reset_index(drop=True).assign(_pos=np.arange(n))
+    uf = _UnionFind(n)
+    edges = [_chain_edges(df, ["idempotency_key"]), _chain_edges(df, ["tool_call_id"])]
+
+    # the model asking again: join the attempts of both tool calls
+    first_pos = df.dropna(subset=["tool_call_id"]).drop_duplicates("tool_call_id").set_index(
+        "tool_call_id")["_pos"]
+    for earlier, later in reemission_pairs(timeline):
+        if earlier in first_pos.index and later in first_pos.index:
+            edges.append(np.array([[first_pos[earlier], first_pos[later]]]))
+
+    # attempts no tool call speaks for: same subject, amount, currency and object inside a window
+    unlinked = df[df["tool_call_id"].isna()]
+    if len(unlinked):
+        key = ["subject", "amount", "currency", "object_type"]
+        cand = df.dropna(subset=["subject", "amount"]).copy()
+        cand["currency"] = cand["currency"].fillna("")
+        cand["object_type"] = cand["object_type"].fillna("")
+        cand = cand.sort_values([*key, "at"], kind="stable")
+        same = np.ones(max(len(cand) - 1, 0), dtype=bool)
+        for col in key:
+            v = cand[col].astype(str).to_numpy()
+            same &= v[1:] == v[:-1]
+        t = cand["at"].astype("int64").to_numpy()
+        close = (t[1:] - t[:-1]) <= window_s * 1e9
+        tc = cand["tool_call_id"].to_numpy()
+        one_unlinked = pd.isna(tc[1:]) | pd.isna(tc[:-1])
+        pos = cand["_pos"].to_numpy()
+        ok = same & close & one_unlinked
+        edges.append(np.column_stack([pos[:-1][ok], pos[1:][ok]]))
+
+    for block in edges:
+        for a, b in block:
+            uf.union(int(a), int(b))
+    labels = np.array([uf.find(i) for i in range(n)])
+    return pd.Series(labels, index=attempts.index)

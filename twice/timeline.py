@@ -1,0 +1,190 @@
+"""The timeline: one pandas DataFrame every evidence source is normalised into.
+
+One row is one thing a source recorded (a provider request or event, a checkpoint, a tool call
+found in a checkpoint, a tool result, a span, a queue receive). Every connector returns rows in
+this schema; the engine reads nothing else. Columns a source does not know stay null.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import orjson
+import pandas as pd
+
+
+class Kind(StrEnum):
+    """What a timeline row is."""
+
+    PROVIDER_EVENT = "provider_event"  # a provider Event object (e.g. Stripe charge.succeeded)
+    PROVIDER_REQUEST = "provider_request"  # one API request the provider logged
+    CHECKPOINT = "checkpoint"  # one LangGraph checkpoint (a step of a thread)
+    TOOL_CALL = "tool_call"  # a tool call the model emitted, found in a checkpoint
+    TOOL_RESULT = "tool_result"  # a ToolMessage answering a tool call, found in a checkpoint
+    TOOL_SPAN = "tool_span"  # a span around one tool execution
+    HTTP_SPAN = "http_span"  # an HTTP client span (one attempt on the wire)
+    QUEUE_RECEIVE = "queue_receive"  # a queue handing a message/run to a worker
+
+
+TIME = "datetime64[ns, UTC]"
+TEXT = "string"
+INT = "Int64"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    dtype: str
+    doc: str
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("at", TIME, "when the source says it happened (raw, the source's own clock)"),
+    Column("at_aligned", TIME, "`at` corrected by the source's estimated clock offset"),
+    Column("end", TIME, "end time for rows with a duration (spans), raw clock"),
+    Column("source", TEXT, "connector name: stripe_events, stripe_logs, request_log, checkpoints, "
+           "spans, sqs"),
+    Column("origin", TEXT, "where the row came from: file (or redacted DSN) and line/row locator"),
+    Column("kind", TEXT, "one of Kind"),
+    Column("thread_id", TEXT, "agent conversation/run id (LangGraph thread_id)"),
+    Column("checkpoint_id", TEXT, "LangGraph checkpoint id (UUIDv6)"),
+    Column("step", INT, "LangGraph metadata step"),
+    Column("tool_call_id", TEXT, "id the model gave the tool call (toolu_..., call_...)"),
+    Column("tool_name", TEXT, "tool name"),
+    Column("args", TEXT, "tool arguments or request body as canonical JSON / form text"),
+    Column("args_fingerprint", TEXT, "sha256[:16] of canonical arguments"),
+    Column("subject", TEXT, "who the effect is for: a customer id (cus_...) or equivalent"),
+    Column("amount", INT, "amount in minor units, when the effect has one"),
+    Column("currency", TEXT, "ISO currency, lower case"),
+    Column("idempotency_key", TEXT, "idempotency key sent on the wire (null: none sent)"),
+    Column("request_id", TEXT, "provider request id (req_...)"),
+    Column("object_id", TEXT, "id of the effect object (ch_..., pi_..., re_...)"),
+    Column("object_type", TEXT, "type of the effect object (charge, payment_intent, ...)"),
+    Column("event_type", TEXT, "provider event type (charge.succeeded, ...)"),
+    Column("event_id", TEXT, "provider event id (evt_...)"),
+    Column("method", TEXT, "HTTP method"),
+    Column("path", TEXT, "HTTP path (no query string secrets)"),
+    Column("status", INT, "HTTP status code"),
+    Column("trace_id", TEXT, "trace id, lower-case hex"),
+    Column("span_id", TEXT, "span id, lower-case hex"),
+    Column("parent_span_id", TEXT, "parent span id, lower-case hex"),
+    Column("name", TEXT, "span name / operation / checkpoint source"),
+    Column("worker", TEXT, "host or process that did the work (host.name, service.instance.id)"),
+    Column("resend_count", INT, "http.request.resend_count of an HTTP span (0 = first try)"),
+    Column("proxy_attempt", INT, "attempt number a proxy stamped (x-envoy-attempt-count)"),
+    Column("delivery_count", INT, "queue receive/delivery count (1 = first delivery)"),
+    Column("message_id", TEXT, "queue message id"),
+    Column("outcome", TEXT, "ok | error | timeout | unknown | replayed (source's word for it)"),
+    Column("detail", TEXT, "short human text: error message, tool result content, ..."),
+)
+
+COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
+DTYPES: dict[str, str] = {c.name: c.dtype for c in COLUMNS}
+_TIME_COLUMNS = [c.name for c in COLUMNS if c.dtype == TIME]
+_INT_COLUMNS = [c.name for c in COLUMNS if c.dtype == INT]
+_TEXT_COLUMNS = [c.name for c in COLUMNS if c.dtype == TEXT]
+KINDS = frozenset(k.value for k in Kind)
+_DTYPE_OBJECTS: dict[str, pd.api.extensions.ExtensionDtype] = {
+    TIME: pd.DatetimeTZDtype(unit="ns", tz="UTC"), INT: pd.Int64Dtype(), TEXT: pd.StringDtype(),
+}
+
+
+@dataclass(frozen=True)
+class SourceWarning:
+    """A record a source could not use, and what was done about it."""
+
+    source: str  # the file (or redacted DSN) and, where known, the line / row
+    detail: str  # what was wrong with the record and what was done about it
+
+
+class SchemaError(ValueError):
+    """A frame does not follow the timeline schema (a bug in a connector, not bad input)."""
+
+
+def empty_timeline() -> pd.DataFrame:
+    return pd.DataFrame({c.name: pd.Series([], dtype=c.dtype) for c in COLUMNS})
+
+
+def make_timeline(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Build a timeline from row dicts (missing keys are null).
+
+    Times may be `pd.Timestamp`, `datetime` (aware) or int nanoseconds since the epoch.
+    `at_aligned` defaults to `at`.
+    """
+    rows = list(records)
+    if not rows:
+        return empty_timeline()
+    unknown = set().union(*(r.keys() for r in rows)) - set(COLUMN_NAMES)
+    if unknown:
+        raise SchemaError(f"unknown timeline columns: {sorted(unknown)}")
+    data = {name: [r.get(name) for r in rows] for name in COLUMN_NAMES}
+    return coerce(pd.DataFrame(data))
+
+
+def coerce(df: pd.DataFrame) -> pd.DataFrame:
+    """Give a frame with (a subset of) the schema's columns the schema's columns and dtypes."""
+    out = pd.DataFrame(index=df.index)
+    for name in COLUMN_NAMES:
+        col = df[name] if name in df.columns else pd.Series([None] * len(df), index=df.index)
+        dtype = DTYPES[name]
+        if dtype == TIME:
+            if pd.api.types.is_integer_dtype(col.dtype):
+                col = pd.to_datetime(col, unit="ns", utc=True)
+            else:
+                col = pd.to_datetime(col, utc=True, format="mixed")
+            out[name] = col.astype(_DTYPE_OBJECTS[TIME])
+        elif dtype == INT:
+            out[name] = pd.to_numeric(col, errors="coerce").astype(_DTYPE_OBJECTS[INT])
+        else:
+            out[name] = col.astype(object).where(col.notna(), None).astype(_DTYPE_OBJECTS[TEXT])
+    if out["at_aligned"].isna().all():
+        out["at_aligned"] = out["at"]
+    else:
+        out["at_aligned"] = out["at_aligned"].fillna(out["at"])
+    return out
+
+
+def validate(df: pd.DataFrame) -> None:
+    """Raise SchemaError unless `df` has exactly the schema's columns, dtypes and kinds."""
+    missing = [c for c in COLUMN_NAMES if c not in df.columns]
+    extra = [c for c in df.columns if c not in DTYPES]
+    if missing or extra:
+        raise SchemaError(f"timeline columns differ: missing {missing}, extra {extra}")
+    for name, dtype in DTYPES.items():
+        if str(df[name].dtype) != dtype:
+            raise SchemaError(f"column {name!r} has dtype {df[name].dtype}, expected {dtype}")
+    bad_kinds = set(df["kind"].dropna().unique()) - KINDS
+    if bad_kinds:
+        raise SchemaError(f"unknown kinds: {sorted(bad_kinds)}")
+    if df["at"].isna().any():
+        raise SchemaError("every row needs a time in `at`")
+    if df["source"].isna().any() or df["kind"].isna().any():
+        raise SchemaError("every row needs `source` and `kind`")
+
+
+def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    parts = [f for f in frames if len(f)]
+    if not parts:
+        return empty_timeline()
+    out = pd.concat(parts, ignore_index=True)
+    return out.sort_values("at", kind="stable", ignore_index=True)
+
+
+def canonical_json(value: Any) -> str:
+    """Stable JSON text of a value: sorted keys, no whitespace."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str).decode()
+
+
+def fingerprint(value: Any) -> str:
+    """Fingerprint of tool arguments / request parameters (sha256 of canonical JSON, 16 hex)."""
+    text = value if isinstance(value, str) else canonical_json(value)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def derived_key(thread_id: str, tool_call_id: str) -> str:
+    """The idempotency key every re-execution of one tool call re-derives (domain.md)."""
+    return hashlib.sha256(f"{thread_id}:{tool_call_id}".encode()).hexdigest()[:32]
