@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="whose idempotency-key retention bounds the bands (default stripe)")
     an.add_argument("--bands", default="10s,2m", metavar="SECONDS,TENS",
                     help="upper edges of the seconds and tens-of-seconds bands (default 10s,2m)")
+    sub.add_parser("lab", add_help=False,
+                   help="reproduce a layer with real libraries: `twice lab run SCENARIO --out "
+                        "DIR`, `twice lab build-samples`")
     an.add_argument("--window", default="15m",
                     help="same customer + amount inside this window is one logical call when "
                          "nothing else links the attempts (default 15m)")
@@ -123,6 +126,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["lab"]:
+        from lab.__main__ import main as lab_main
+
+        return lab_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -41,6 +41,16 @@ def json_documents(
         return
     except orjson.JSONDecodeError:
         pass
+    repaired = raw.decode("utf-8", errors="replace").encode()
+    if repaired != raw:
+        try:
+            value = orjson.loads(repaired)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            warnings.append(SourceWarning(name, "invalid UTF-8 bytes replaced with U+FFFD"))
+            yield name, value
+            return
     good = 0
     bad = 0
     for lineno, line in enumerate(raw.splitlines(), start=1):

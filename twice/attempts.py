@@ -28,11 +28,6 @@ _PRIMARY_OBJECTS = ["payment_intent", "charge", "refund", "invoice", "subscripti
 _KEY_SOURCES = {"stripe_events", "request_log"}
 
 
-def _first(series: pd.Series) -> object:
-    values = series.dropna()
-    return values.iloc[0] if len(values) else None
-
-
 def _joined(series: pd.Series) -> str:
     return ",".join(sorted(set(series)))
 
@@ -49,14 +44,14 @@ def _event_requests(events: pd.DataFrame) -> pd.DataFrame:
     g = ev.groupby("request_id", sort=False)
     out = g.agg(
         at=("at", "min"),
-        idempotency_key=("idempotency_key", _first),
+        idempotency_key=("idempotency_key", "first"),
         object_id=("object_id", "first"),
         object_type=("object_type", "first"),
-        subject=("subject", _first),
-        amount=("amount", _first),
-        currency=("currency", _first),
-        thread_id=("thread_id", _first),
-        tool_call_id=("tool_call_id", _first),
+        subject=("subject", "first"),
+        amount=("amount", "first"),
+        currency=("currency", "first"),
+        thread_id=("thread_id", "first"),
+        tool_call_id=("tool_call_id", "first"),
         origin=("origin", "first"),
         created=("_created", "any"),
         outcome=("outcome", "first"),
@@ -73,9 +68,9 @@ def _automatic_attempts(events: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=ATTEMPT_COLUMNS)
     g = ev.sort_values("at").groupby("object_id", sort=False)
     out = g.agg(
-        at=("at", "min"), object_type=("object_type", "first"), subject=("subject", _first),
-        amount=("amount", _first), currency=("currency", _first),
-        thread_id=("thread_id", _first), tool_call_id=("tool_call_id", _first),
+        at=("at", "min"), object_type=("object_type", "first"), subject=("subject", "first"),
+        amount=("amount", "first"), currency=("currency", "first"),
+        thread_id=("thread_id", "first"), tool_call_id=("tool_call_id", "first"),
         origin=("origin", "first"),
     ).reset_index()
     # A PaymentIntent and its charge are one payment: keep the PaymentIntent.
@@ -107,7 +102,7 @@ def _logged_requests(requests: pd.DataFrame) -> pd.DataFrame:
     requests["_occ"] = requests.groupby(["request_id", "source"], dropna=False).cumcount()
     requests["_key_src"] = requests["source"].isin(_KEY_SOURCES)
     g = requests.groupby(["request_id", "_occ"], dropna=False, sort=False)
-    out = g.agg({**{f: _first for f in _FIELDS}, "source": _joined, "_key_src": "any"})
+    out = g.agg({**{f: "first" for f in _FIELDS}, "source": _joined, "_key_src": "any"})
     return out.rename(columns={"_key_src": "key_recorded"}).reset_index()[cols]
 
 

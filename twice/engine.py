@@ -14,7 +14,7 @@ from twice.grouping import group_attempts
 from twice.layers import Bands, Layer
 from twice.link import ClockOffset, link
 from twice.timeline import Kind, SourceWarning
-from twice.verdict import Context, Duplicate, Finding, judge
+from twice.verdict import Attempt, Context, Duplicate, Finding, judge
 
 # How bad a layer is to have found, for "worst layer" summaries (unprotected first).
 LAYER_ORDER = [Layer.REDELIVERY, Layer.STEP_RETRY, Layer.MODEL_REEMISSION, Layer.GATEWAY_RETRY,
@@ -106,25 +106,27 @@ def analyze(timeline: pd.DataFrame, warnings: Sequence[SourceWarning] = (),
                   .drop_duplicates("tool_call_id").set_index("tool_call_id")["tool_name"])
 
     groups: list[Group] = []
-    for _, rows in attempts.groupby(labels, sort=False):
-        if len(rows) < 2:
-            continue
+    repeated = labels.map(labels.value_counts()) >= 2
+    for _, rows in attempts[repeated].groupby(labels[repeated], sort=False):
         rows = rows.sort_values(["at", "attempt_id"], kind="stable")
         gid = _group_id(rows["attempt_id"].astype(str).tolist())
+        rows = rows.assign(group_id=gid)
         attempts.loc[rows.index, "group_id"] = gid
-        rows = attempts.loc[rows.index]
-        dups = [judge(rows.iloc[i - 1], rows.iloc[i], ctx) for i in range(1, len(rows))]
-        calls = [str(c) for c in rows["tool_call_id"].dropna().unique()]
+        records: list[Attempt] = [{str(k): v for k, v in r.items()}
+                                  for r in rows.to_dict("records")]
+        dups = [judge(records[i - 1], records[i], ctx) for i in range(1, len(records))]
+        calls = list(dict.fromkeys(str(r["tool_call_id"]) for r in records
+                                   if isinstance(r["tool_call_id"], str)))
         names = [str(tool_names[c]) for c in calls if c in tool_names.index]
-        threads = rows["thread_id"].dropna()
+        threads = [r["thread_id"] for r in records if isinstance(r["thread_id"], str)]
         groups.append(Group(
             group_id=gid,
             tool_name=names[0] if names else None,
-            thread_id=str(threads.mode().iloc[0]) if len(threads) else None,
+            thread_id=max(set(threads), key=threads.count) if threads else None,
             tool_call_ids=calls,
             attempts=rows,
             duplicates=dups,
-            findings=findings_for(rows, dups, ctx, opts.tolerance_s),
+            findings=findings_for(records, dups, ctx, opts.tolerance_s),
         ))
     groups.sort(key=lambda g: g.last_at, reverse=True)
     return Analysis(groups=groups, attempts=attempts, timeline=aligned, offsets=offsets,

@@ -57,17 +57,21 @@ def reemission_pairs(timeline: pd.DataFrame) -> list[tuple[str, str]]:
     if calls.empty:
         return []
     calls = calls.sort_values("at_aligned").drop_duplicates("tool_call_id")
-    calls = calls.dropna(subset=["thread_id", "tool_name", "args_fingerprint"])
+    intent = ["thread_id", "tool_name", "args_fingerprint"]
+    calls = calls.dropna(subset=intent).sort_values([*intent, "at_aligned"], kind="stable")
+    if len(calls) < 2:
+        return []
+    same = np.ones(len(calls) - 1, dtype=bool)
+    for col in intent:
+        values = calls[col].to_numpy(dtype=object)
+        same &= values[1:] == values[:-1]
+    ids = calls["tool_call_id"].to_numpy(dtype=object)
+    earlier, later = ids[:-1][same], ids[1:][same]
     results = timeline[timeline["kind"] == Kind.TOOL_RESULT.value].drop_duplicates(
         "tool_call_id").set_index("tool_call_id")["outcome"]
-    pairs: list[tuple[str, str]] = []
-    for _, same in calls.groupby(["thread_id", "tool_name", "args_fingerprint"], sort=False):
-        ids = same["tool_call_id"].tolist()
-        for earlier, later in zip(ids, ids[1:], strict=False):
-            outcome = results.get(earlier)
-            if outcome is None or pd.isna(outcome) or outcome in FAILED_OUTCOMES:
-                pairs.append((earlier, later))
-    return pairs
+    outcome = pd.Series(earlier, dtype=object).map(results)
+    failed = outcome.isna() | outcome.isin(list(FAILED_OUTCOMES))
+    return list(zip(earlier[failed.to_numpy()], later[failed.to_numpy()], strict=True))
 
 
 def group_attempts(attempts: pd.DataFrame, timeline: pd.DataFrame,

@@ -82,8 +82,9 @@ def _within(attempts_t: pd.Series, keys: pd.DataFrame, intervals: pd.DataFrame,
         return pd.DataFrame()
     right = right.sort_values("start").copy()
     # the latest end among intervals that started earlier, to detect overlap (ambiguity)
-    right["_prev_end"] = right.groupby(on, sort=False)["end"].transform(
-        lambda e: e.fillna(np.inf).cummax().shift(1))
+    right["_end"] = right["end"].fillna(np.inf)
+    right["_prev_end"] = right.assign(_end=right.groupby(on, sort=False)["_end"].cummax()) \
+        .groupby(on, sort=False)["_end"].shift(1)
     left = left.sort_values("t")
     left["_probe"] = (left["t"] + tol_ns).astype("float64")
     m = pd.merge_asof(left, right, left_on="_probe", right_on="start", by=on,

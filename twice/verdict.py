@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
 from twice.grouping import FAILED_OUTCOMES
 from twice.layers import FIXES, TYPICAL_BANDS, Band, Bands, Layer
 from twice.timeline import Kind
+
+Attempt = Mapping[str, Any]  # one attempt as a plain record (a row of Analysis.attempts)
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,7 @@ class Context:
     results: pd.DataFrame  # tool results by tool_call_id (outcome, detail, at_aligned)
     receives: pd.DataFrame  # queue receives (thread_id, delivery_count, at_aligned, worker)
     checkpoints: pd.DataFrame  # checkpoints (thread_id, at_aligned, worker)
-    tool_spans: pd.DataFrame  # tool spans (span_id, tool_call_id, worker)
+    tool_spans: pd.DataFrame  # tool spans by tool_call_id (span_id, worker, at_aligned, end)
     spans_loaded: bool
     bands: Bands = field(default_factory=Bands)
 
@@ -52,11 +56,18 @@ class Context:
                 ["thread_id", "message_id", "delivery_count", "at_aligned", "worker"]],
             checkpoints=timeline[kind == Kind.CHECKPOINT.value][
                 ["thread_id", "at_aligned", "worker", "step"]],
-            tool_spans=timeline[kind == Kind.TOOL_SPAN.value][
-                ["span_id", "tool_call_id", "worker", "at_aligned", "end"]],
+            tool_spans=timeline[(kind == Kind.TOOL_SPAN.value)
+                                & timeline["tool_call_id"].notna()][
+                ["span_id", "tool_call_id", "worker", "at_aligned", "end"]]
+            .set_index("tool_call_id").sort_index(),
             spans_loaded=bool((timeline["source"] == "spans").any()),
             bands=bands,
         )
+
+    def spans_of(self, tool_call_id: str) -> pd.DataFrame:
+        if tool_call_id not in self.tool_spans.index:
+            return self.tool_spans.iloc[:0]
+        return self.tool_spans.loc[[tool_call_id]]
 
     def result(self, tool_call_id: object) -> pd.Series | None:
         if not isinstance(tool_call_id, str) or tool_call_id not in self.results.index:
@@ -82,7 +93,7 @@ def fmt_gap(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _redelivery(ctx: Context, thread: str | None, a: pd.Series, b: pd.Series) -> str | None:
+def _redelivery(ctx: Context, thread: str | None, a: Attempt, b: Attempt) -> str | None:
     """Evidence that a queue handed this thread's run out again between the two attempts."""
     if thread is None or ctx.receives.empty:
         return None
@@ -98,7 +109,7 @@ def _redelivery(ctx: Context, thread: str | None, a: pd.Series, b: pd.Series) ->
             f"{top['at_aligned']:%H:%M:%S}): conclusive for redelivery")
 
 
-def _workers(ctx: Context, thread: str | None, a: pd.Series, b: pd.Series
+def _workers(ctx: Context, thread: str | None, a: Attempt, b: Attempt
              ) -> tuple[str, str] | None:
     """Workers that ran the two attempts, from spans or from the checkpoints around them."""
     wa, wb = _s(a.get("worker")), _s(b.get("worker"))
@@ -116,7 +127,7 @@ def _workers(ctx: Context, thread: str | None, a: pd.Series, b: pd.Series
     return None
 
 
-def decide(a: pd.Series, b: pd.Series, gap: float, ctx: Context
+def decide(a: Attempt, b: Attempt, gap: float, ctx: Context
            ) -> tuple[Layer, float, list[str]]:
     """The layer that produced attempt `b` after attempt `a`, a base confidence, and why."""
     ev: list[str] = []
@@ -209,7 +220,7 @@ def decide(a: pd.Series, b: pd.Series, gap: float, ctx: Context
     return guess, 0.35, ev
 
 
-def judge(a: pd.Series, b: pd.Series, ctx: Context) -> Duplicate:
+def judge(a: Attempt, b: Attempt, ctx: Context) -> Duplicate:
     gap = max((b["at"] - a["at"]).total_seconds(), 0.0)
     band = ctx.bands.classify(gap)
     layer, conf, ev = decide(a, b, gap, ctx)

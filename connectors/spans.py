@@ -1,0 +1,113 @@
+"""Spans connector: OTLP JSON and Jaeger JSON files into tool, HTTP and queue-receive rows.
+
+Accepted files: one OTLP export object (`{"resourceSpans": [...]}`, also wrapped in Jaeger v3's
+`{"result": ...}`), the one-object-per-line form the Collector's file exporter and
+`opentelemetry-exporter-otlp-json-file` write, a Jaeger download (`{"data": [traces]}`), a bare
+list of Jaeger traces, or JSON lines of any of these. Both formats go through the same
+interpretation (`connectors.spans_interpret`). A span that appears twice (same trace id and span
+id, e.g. a file appended to twice) is kept once, with one warning: counting it twice would invent
+a duplicate attempt.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from connectors.base import LoadResult, SourceError, SourceWarning
+from connectors.jsonfile import json_documents
+from connectors.spans_interpret import Options, span_rows
+from connectors.spans_jaeger import jaeger_spans
+from connectors.spans_model import SpanRecord
+from connectors.spans_otlp import otlp_spans
+from twice.timeline import make_timeline
+
+name = "spans"
+
+
+def _records(doc: Any, origin: str, warnings: list[SourceWarning]) -> list[SpanRecord] | None:
+    """Spans of one JSON document; None when the document is neither OTLP nor Jaeger."""
+    if isinstance(doc, dict):
+        if isinstance(doc.get("result"), dict) and "resourceSpans" in doc["result"]:
+            doc = doc["result"]  # Jaeger's api_v3 wraps OTLP in {"result": ...}
+        if "resourceSpans" in doc or "resource_spans" in doc:
+            return otlp_spans(doc, origin, warnings)
+        data = doc.get("data")
+        if isinstance(data, list) and (
+            not data or any(isinstance(t, dict) and "spans" in t for t in data)
+        ):
+            return jaeger_spans(data, origin, warnings)
+        if "spans" in doc and "traceID" in doc:
+            return jaeger_spans([doc], origin, warnings)
+        return None
+    if isinstance(doc, list) and doc and all(isinstance(d, dict) for d in doc):
+        out: list[SpanRecord] = []
+        for item in doc:
+            found = _records(item, origin, warnings)
+            if found is None:
+                return None
+            out.extend(found)
+        return out
+    return None
+
+
+def parse_spans(
+    documents: list[tuple[str, Any]],
+    origin: str,
+    *,
+    tool_attribute: str | None = None,
+    request_id_attribute: str | None = None,
+    warnings: list[SourceWarning] | None = None,
+) -> LoadResult:
+    """Timeline rows from already-parsed JSON documents, each with its locator ("file:line").
+
+    `origin` names the whole source in the error raised when no document holds spans.
+    """
+    warnings = [] if warnings is None else warnings
+    records: list[SpanRecord] = []
+    recognised = 0
+    for locator, doc in documents:
+        found = _records(doc, locator, warnings)
+        if found is None:
+            warnings.append(SourceWarning(
+                locator, "neither an OTLP JSON export nor a Jaeger trace; skipped"))
+            continue
+        recognised += 1
+        records.extend(found)
+    if documents and not recognised:
+        raise SourceError(origin, "no OTLP JSON or Jaeger JSON spans found")
+    unique: dict[tuple[str, str], SpanRecord] = {}
+    for rec in records:
+        unique.setdefault((rec.trace_id, rec.span_id), rec)
+    repeated = len(records) - len(unique)
+    if repeated:
+        warnings.append(SourceWarning(
+            origin, f"{repeated} span(s) appear more than once (same trace and span id); "
+                    "kept the first of each"))
+    options = Options(tool_attribute=tool_attribute, request_id_attribute=request_id_attribute)
+    rows = span_rows(list(unique.values()), options)
+    return LoadResult(source=name, rows=make_timeline(rows), warnings=warnings)
+
+
+def load(
+    target: str | Path,
+    *,
+    tool_attribute: str | None = None,
+    request_id_attribute: str | None = None,
+) -> LoadResult:
+    """Read an OTLP JSON / Jaeger JSON file. `tool_attribute`: an extra attribute that marks a
+    tool span and holds its tool call id; `request_id_attribute`: an extra attribute holding the
+    provider request id on HTTP spans."""
+    warnings: list[SourceWarning] = []
+    documents = list(json_documents(target, warnings))
+    return parse_spans(documents, str(target), tool_attribute=tool_attribute,
+                       request_id_attribute=request_id_attribute, warnings=warnings)
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not text.startswith((b"{", b"[")):
+        return False
+    if b'"resourceSpans"' in head:
+        return True
+    return b'"traceID"' in head and b'"spanID"' in head and b'"spans"' in head

@@ -1,0 +1,62 @@
+"""An HTTP server on 127.0.0.1 (free port) served from a daemon thread, for the lab's fakes.
+
+`close()` also cuts the keep-alive connections still open, so a stopped server really stops
+answering (http.server would otherwise keep serving a client's persistent connection).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class LoopbackServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, handler_class: type[BaseHTTPRequestHandler], owner: Any, name: str) -> None:
+        super().__init__(("127.0.0.1", 0), handler_class)
+        self.owner = owner  # the object the handler calls back into
+        self._name = name
+        self._connections: set[socket.socket] = set()
+        self._conn_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def serve(self) -> LoopbackServer:
+        self._thread = threading.Thread(
+            target=self.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            daemon=True,
+            name=self._name,
+        )
+        self._thread.start()
+        return self
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._conn_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._conn_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def close(self) -> None:
+        self.shutdown()
+        self.server_close()
+        with self._conn_lock:
+            connections = list(self._connections)
+        for conn in connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=5)

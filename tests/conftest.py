@@ -1,0 +1,159 @@
+"""Shared fixtures: a real PostgreSQL server for the whole test session.
+
+The suite starts its own throw-away server (initdb + pg_ctl) on 127.0.0.1 with a random
+superuser password, so connectors are tested against the real thing, not a double. CI installs
+the server binaries; a machine without them fails here with a message saying so.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+_SERVER_OPTIONS = (
+    # durability is worthless for a test server and costs most of its start-up time
+    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+    "-c max_connections=40 -c shared_buffers=16MB -c max_wal_size=256MB "
+    "-c log_min_messages=warning"
+)
+
+
+def _server_bin_dir() -> Path:
+    found = [Path(p) for p in glob.glob("/usr/lib/postgresql/*/bin") if Path(p, "initdb").exists()]
+    if not found:
+        pytest.fail(
+            "PostgreSQL server binaries not found (looked for /usr/lib/postgresql/*/bin/initdb). "
+            "The test suite starts a real server: install them, e.g. "
+            "`apt-get install postgresql` (Debian/Ubuntu).",
+            pytrace=False,
+        )
+    # newest major version first; directory names are the major version numbers
+    def major(path: Path) -> int:
+        name = path.parent.name
+        return int(name) if name.isdigit() else 0
+
+    return max(found, key=major)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _as_server_user() -> Callable[[list[str]], list[str]]:
+    """initdb and postgres refuse to run as root: run them as `postgres` in that case."""
+    if os.geteuid() != 0:
+        return lambda cmd: cmd
+    runuser = shutil.which("runuser")
+    if runuser is None:
+        pytest.fail("running as root but `runuser` is missing: cannot start PostgreSQL as "
+                    "the postgres user", pytrace=False)
+    return lambda cmd: [runuser, "-u", "postgres", "--", *cmd]
+
+
+def _run(cmd: list[str], what: str) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        pytest.fail(f"{what} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}",
+                    pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """DSN of a database on a PostgreSQL server started for this test session."""
+    bindir = _server_bin_dir()
+    wrap = _as_server_user()
+    root = Path(tempfile.mkdtemp(prefix="twice-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(root, user="postgres", group="postgres")
+    data = root / "data"
+    sockets = root / "sock"
+    log = root / "server.log"
+    password = secrets.token_urlsafe(24)
+    pwfile = root / "pw"
+    pwfile.write_text(password + "\n")
+    sockets.mkdir()
+    if os.geteuid() == 0:
+        for p in (pwfile, sockets):
+            shutil.chown(p, user="postgres", group="postgres")
+    started = False
+    try:
+        _run(wrap([str(bindir / "initdb"), "-D", str(data), "-U", "postgres",
+                   f"--pwfile={pwfile}", "--auth-host=scram-sha-256", "--auth-local=trust",
+                   "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"]),
+             "initdb")
+        pwfile.unlink()
+        port = 0
+        for _attempt in range(3):  # the free port can be taken between probe and bind
+            port = _free_port()
+            opts = (f"-c listen_addresses=127.0.0.1 -p {port} "
+                    f"-c unix_socket_directories={sockets} {_SERVER_OPTIONS}")
+            done = subprocess.run(
+                wrap([str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w",
+                      "-t", "60", "-o", opts, "start"]),
+                capture_output=True, text=True, timeout=90,
+            )
+            if done.returncode == 0:
+                started = True
+                break
+        if not started:
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            pytest.fail(f"PostgreSQL did not start:\n{tail}", pytrace=False)
+        admin = f"postgresql://postgres:{password}@127.0.0.1:{port}/postgres"
+        db = "twice_test"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
+        yield f"postgresql://postgres:{password}@127.0.0.1:{port}/{db}"
+    finally:
+        if started:
+            subprocess.run(wrap([str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w",
+                                 "stop"]), capture_output=True, timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _with_database(dsn: str, database: str) -> str:
+    base, _, _ = dsn.rpartition("/")
+    return f"{base}/{database}"
+
+
+@pytest.fixture(scope="session")
+def new_postgres_database(postgres_dsn: str) -> Iterator[Callable[[], str]]:
+    """Factory: each call creates an empty database on the session server and returns its DSN.
+
+    For fixtures wider than one test (e.g. module-scoped data sets); the databases go with the
+    server at the end of the session.
+    """
+
+    def create() -> str:
+        name = f"t_{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(_with_database(postgres_dsn, "postgres"), autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        return _with_database(postgres_dsn, name)
+
+    yield create
+
+
+@pytest.fixture
+def fresh_postgres_dsn(new_postgres_database: Callable[[], str]) -> Iterator[str]:
+    """DSN of a new, empty database on the session server (dropped after the test)."""
+    dsn = new_postgres_database()
+    try:
+        yield dsn
+    finally:
+        name = dsn.rpartition("/")[2]
+        with psycopg.connect(_with_database(dsn, "postgres"), autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+                         .format(sql.Identifier(name)))

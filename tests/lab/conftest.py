@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import stripe
+
+from lab.stripe_server import StripeServer
+
+KEY = "sk_test_twice"
+READ_ONLY_KEY = "rk_test_readonly"
+
+ClientFactory = Callable[..., stripe.StripeClient]
+
+
+@pytest.fixture
+def server() -> Iterator[StripeServer]:
+    with StripeServer(api_keys={KEY: "full", READ_ONLY_KEY: "read_only"}, seed=7) as srv:
+        yield srv
+
+
+def make_client(url: str, key: str = KEY, retries: int = 0, **kwargs: Any) -> stripe.StripeClient:
+    """The real SDK pointed at a lab server (or a gateway in front of it)."""
+    return stripe.StripeClient(
+        key, base_addresses={"api": url}, max_network_retries=retries, **kwargs
+    )
+
+
+@pytest.fixture
+def client(server: StripeServer) -> ClientFactory:
+    def factory(key: str = KEY, retries: int = 0, **kwargs: Any) -> stripe.StripeClient:
+        return make_client(server.url, key, retries, **kwargs)
+
+    return factory
