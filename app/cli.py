@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import orjson
 
 from connectors import registry
 from connectors.base import SourceError, UnknownConnectorError, redact
-from twice.engine import Options, analyze
+from twice.engine import Analysis, Options, analyze
 from twice.layers import KEY_RETENTION, Bands
 from twice.report import to_contract
 
@@ -57,6 +58,29 @@ def build_parser() -> argparse.ArgumentParser:
                     help="whose idempotency-key retention bounds the bands (default stripe)")
     an.add_argument("--bands", default="10s,2m", metavar="SECONDS,TENS",
                     help="upper edges of the seconds and tens-of-seconds bands (default 10s,2m)")
+    inv = sub.add_parser(
+        "investigate", help="pull the evidence live: provider events for a customer, payment "
+                            "intent or charge, the threads behind them, their traces")
+    who = inv.add_mutually_exclusive_group(required=True)
+    who.add_argument("--customer", metavar="cus_...")
+    who.add_argument("--payment-intent", metavar="pi_...")
+    who.add_argument("--charge", metavar="ch_...")
+    inv.add_argument("--around", required=True, metavar="TIME",
+                     help="when it happened, ISO-8601 (UTC if no zone), e.g. 2024-06-03T14:21Z")
+    inv.add_argument("--window", default="2h",
+                     help="how much time around --around to search (default 2h: 1h either side)")
+    inv.add_argument("--stripe-key-env", default="STRIPE_API_KEY", metavar="NAME",
+                     help="environment variable holding a Stripe key (a restricted key with read "
+                          "access to Events is enough); default STRIPE_API_KEY")
+    inv.add_argument("--stripe-base-url", default=None, help=argparse.SUPPRESS)
+    inv.add_argument("--checkpoints", default=None, metavar="DSN",
+                     help="LangGraph checkpoints: a postgresql:// DSN (read-only) or a "
+                          "SqliteSaver file")
+    inv.add_argument("--traces", default=None, metavar="URL",
+                     help="trace backend: jaeger+http://host:16686 or tempo+http://host:3200")
+    inv.add_argument("--out", type=Path, default=None, metavar="DIR",
+                     help="save what was fetched as an incident folder `twice analyze` reads")
+    inv.add_argument("--format", choices=["table", "json"], default="table")
     sub.add_parser("lab", add_help=False,
                    help="reproduce a layer with real libraries: `twice lab run SCENARIO --out "
                         "DIR`, `twice lab build-samples`")
@@ -115,14 +139,63 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     loaded = registry.load_all(sources)
     analysis = analyze(loaded.rows, loaded.warnings,
                        Options(bands=bands, window_s=window))
-    if args.format == "json":
-        sys.stdout.buffer.write(orjson.dumps(to_contract(analysis), option=orjson.OPT_INDENT_2))
+    _emit(analysis, args.format, [(n, redact(str(t))) for n, t, _ in sources], notes)
+    return EXIT_OK
+
+
+def _emit(analysis: Analysis, fmt: str, sources: list[tuple[str, str]], notes: list[str],
+          extra: dict[str, Any] | None = None) -> None:
+    if fmt == "json":
+        doc = {**to_contract(analysis), **(extra or {})}
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
         sys.stdout.write("\n")
     else:
         from app.table import render
 
-        render(analysis, sources=[(n, redact(str(t))) for n, t, _ in sources], notes=notes)
-    return EXIT_OK
+        render(analysis, sources=sources, notes=notes)
+
+
+def cmd_investigate(args: argparse.Namespace) -> int:
+    import os
+
+    import pandas as pd
+
+    from app.investigate import Request, investigate, save_folder
+
+    key = os.environ.get(args.stripe_key_env, "")
+    if not key:
+        raise SourceError("command line", f"environment variable {args.stripe_key_env} holds "
+                                          "no Stripe key (set it, or name another with "
+                                          "--stripe-key-env)")
+    try:
+        around = pd.Timestamp(args.around)
+        around = around.tz_localize("UTC") if around.tzinfo is None else around.tz_convert("UTC")
+        window = _duration(args.window)
+    except ValueError:
+        raise SourceError("command line", "--around takes an ISO-8601 time like "
+                                          "2024-06-03T14:21Z and --window a duration like "
+                                          "2h") from None
+    req = Request(subject=args.customer or args.payment_intent or args.charge,
+                  around=around.to_pydatetime(), window=timedelta(seconds=window),
+                  stripe_key=key, stripe_base_url=args.stripe_base_url,
+                  checkpoints=args.checkpoints, traces=args.traces)
+    result = investigate(req, progress=lambda msg: print(msg, file=sys.stderr))
+    if args.out is not None:
+        for path in save_folder(req, result, args.out):
+            print(f"saved {path}", file=sys.stderr)
+    analysis = analyze(result.rows, result.warnings)
+    sources = [("stripe_api", req.subject)]
+    if req.checkpoints:
+        sources.append(("checkpoints", redact(req.checkpoints)))
+    if req.traces:
+        sources.append(("traces", redact(req.traces)))
+    notes = [f"PARTIAL: {e}" for e in result.errors]
+    _emit(analysis, args.format, sources, notes,
+          {"partial": result.partial, "errors": result.errors,
+           "thread_ids": result.thread_ids, "trace_ids": result.trace_ids})
+    for error in result.errors:
+        print(f"twice: {error}", file=sys.stderr)
+    return EXIT_BAD_INPUT if result.partial else EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -136,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "analyze":
             return cmd_analyze(args)
+        if args.command == "investigate":
+            return cmd_investigate(args)
     except (SourceError, UnknownConnectorError) as exc:
         print(f"twice: {redact(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT

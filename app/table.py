@@ -13,6 +13,10 @@ from twice.report import attempt_dict
 from twice.verdict import fmt_gap
 
 
+def _short(text: str | None, keep: int = 14) -> str | None:
+    return text if text is None or len(text) <= keep else text[:keep] + "…"
+
+
 def _money(group: Group) -> str:
     risk = group.money_at_risk()
     if not risk:
@@ -22,14 +26,14 @@ def _money(group: Group) -> str:
 
 def _group_panel(group: Group) -> Panel:
     attempts = Table(box=None, pad_edge=False, show_edge=False)
-    for col in ["attempt", "at (aligned)", "request id", "idempotency key", "tool call",
-                "effect", "object"]:
+    for col in ["attempt", "at (UTC, aligned)", "idempotency key", "tool call", "effect",
+                "object"]:
         attempts.add_column(col, overflow="fold")
     for _, row in group.attempts.iterrows():
         a = attempt_dict(row)
-        attempts.add_row(a["attempt_id"], a["at"], a["request_id"] or "-",
-                         a["idempotency_key"] or "(none)", a["tool_call_id"] or "-",
-                         a["effect"], a["object_id"] or "-")
+        attempts.add_row(a["attempt_id"], f"{row['at']:%Y-%m-%d %H:%M:%S.%f}"[:-3],
+                         _short(a["idempotency_key"]) or "(none)",
+                         _short(a["tool_call_id"]) or "-", a["effect"], a["object_id"] or "-")
     body: list[Text | Table] = [attempts]
     for d in group.duplicates:
         head = Text()

@@ -50,7 +50,8 @@ class Connector(Protocol):
     def load(self, target: str | Path) -> LoadResult: ...
 
 
-_DSN_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@/\s]*@", re.I)
+# user:password@ in a URL; the password may hold unencoded "@" (greedy up to the last "@")
+_DSN_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^/\s]*@", re.I)
 _PASSWORD_PARAM = re.compile(r"(password=)[^&\s]*", re.I)
 
 

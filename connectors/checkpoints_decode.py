@@ -40,7 +40,7 @@ class Refused:
 REFUSED = Refused()
 
 
-def _strict_serializer() -> JsonPlusSerializer:
+def strict_serializer() -> JsonPlusSerializer:
     """LangGraph's serializer in strict mode, whose msgpack ext hook is memoised.
 
     A checkpoint stores the whole message list again at every step, so the same message bytes are
@@ -79,7 +79,7 @@ class BlobDecoder:
     def __init__(self, source: str, warnings: list[SourceWarning]) -> None:
         self.source = source
         self.warnings = warnings
-        self._serde = _strict_serializer()
+        self._serde = strict_serializer()
         self._blocked: set[tuple[str, str]] = set()
         self._unregister: Callable[[], None] | None = None
         self.refused_pickle = 0

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from types import TracebackType
 
 import time_machine
 
@@ -30,12 +29,7 @@ class VirtualClock:
         self._traveller = self._travel.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._travel.stop()
         self._traveller = None
 

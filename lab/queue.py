@@ -17,7 +17,6 @@ import json
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import boto3
@@ -54,12 +53,7 @@ class RunQueue:
         self.log_path.write_text("", encoding="utf-8")
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._server.stop()
 
     def send(self, thread_id: str, text: str) -> str:

@@ -30,7 +30,7 @@ from lab.gateway import Gateway
 from lab.incident import Story, Truth, duration_text, write_incident
 from lab.lab_run import AMOUNTS, Bench, bench
 from lab.queue import QUEUE_NAME, RunQueue
-from lab.stripe_server import Fault
+from lab.stripe_server import Fault, StripeServer
 
 REAL_TIMEOUT = 0.25  # the lab's real client timeout, seconds ...
 SLOW_ANSWER = 1.0  # ... and how long the provider sits on the committed answer
@@ -414,6 +414,23 @@ def run_scenario(
     **options: Any,
 ) -> Path:
     """Run one scenario and write its incident folder; returns the folder."""
+    folder, _ = run_scenario_with_server(name, out_dir, seed, noise=noise, dsn=dsn, start=start,
+                                         **options)
+    return folder
+
+
+def run_scenario_with_server(
+    name: str,
+    out_dir: str | Path,
+    seed: int = 7,
+    *,
+    noise: int | None = None,
+    dsn: str | None = None,
+    start: dt.datetime | None = None,
+    **options: Any,
+) -> tuple[Path, StripeServer]:
+    """`run_scenario`, also returning the (stopped) Stripe server with the provider's state, so a
+    test can `start()` it again and query it live as an on-call engineer would."""
     if name not in SCENARIOS:
         raise KeyError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
     func, default_start = SCENARIOS[name]
@@ -428,7 +445,7 @@ def run_scenario(
         truth, story = func(b, **options)
         server = b.server
     # after the checkpointer is closed, so the SQLite file is complete and compacted
-    return write_incident(out, server, truth, story)
+    return write_incident(out, server, truth, story), server
 
 
 def build_samples(out_dir: str | Path = "sample_data", seed: int = 7) -> list[Path]:

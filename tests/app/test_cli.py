@@ -184,3 +184,22 @@ def test_the_json_contract_shape(capsys: pytest.CaptureFixture[str]) -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))
+
+
+def test_checkpoints_from_a_postgres_dsn_give_the_same_verdict(
+        tmp_path: Path, fresh_postgres_dsn: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The lab's real agent writes its checkpoints with PostgresSaver; twice reads them back
+    over the DSN (read-only session) beside the provider's events and the spans."""
+    from lab.scenarios import run_scenario
+
+    folder = run_scenario("step_retry", tmp_path / "incident", seed=11, noise=2,
+                          dsn=fresh_postgres_dsn)
+    truth = json.loads((folder / "truth.json").read_text())
+    report = analyze_json(capsys, "--checkpoints", fresh_postgres_dsn,
+                          "--stripe-events", str(folder / "events.json"),
+                          "--spans", str(folder / "spans.jsonl"))
+    (group,) = report["groups"]
+    assert group["tool_call_ids"] == truth["duplicate_tool_call_ids"]
+    assert [d["layer"] for d in group["duplicates"]] == ["step_retry"]
+    password = fresh_postgres_dsn.split(":")[2].split("@")[0]
+    assert password not in json.dumps(report)
