@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     inv.add_argument("--out", type=Path, default=None, metavar="DIR",
                      help="save what was fetched as an incident folder `twice analyze` reads")
     inv.add_argument("--format", choices=["table", "json"], default="table")
+    sub.add_parser("web", add_help=False,
+                   help="the web app on the bundled samples and saved investigations "
+                        "(streamlit options pass through, e.g. --server.port 8601)")
     sub.add_parser("lab", add_help=False,
                    help="reproduce a layer with real libraries: `twice lab run SCENARIO --out "
                         "DIR`, `twice lab build-samples`")
@@ -200,6 +203,12 @@ def cmd_investigate(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["web"]:
+        import os
+
+        page = Path(__file__).with_name("web.py")
+        os.execvp(sys.executable, [sys.executable, "-m", "streamlit", "run", str(page),
+                                   "--browser.gatherUsageStats=false", *argv[1:]])
     if argv[:1] == ["lab"]:
         from lab.__main__ import main as lab_main
 

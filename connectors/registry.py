@@ -19,6 +19,7 @@ MODULES = {
     "checkpoints": "connectors.checkpoints",
     "spans": "connectors.spans",
     "sqs": "connectors.sqs",
+    "timeline": "connectors.timeline_file",
 }
 SQLITE_MAGIC = b"SQLite format 3\x00"
 HEAD_BYTES = 64 * 1024

@@ -1,0 +1,413 @@
+"""The investigation's figures, as pure functions: an Analysis in, a plotly Figure (or a table) out.
+
+No Streamlit here: the pages call these and render what comes back, and tests check the figures'
+data without a browser. The timeline has to stay responsive on 50k+ rows, so its traces are built
+with column operations only (no per-row Python).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from twice.engine import Analysis, Group
+from twice.layers import BAND_LAYERS, Band, Bands, Layer
+from twice.timeline import Kind
+
+# Okabe-Ito: distinguishable with the common colour-vision deficiencies.
+LAYER_COLORS: dict[str, str] = {
+    Layer.SDK_RETRY.value: "#0072B2",  # blue
+    Layer.GATEWAY_RETRY.value: "#56B4E9",  # sky blue
+    Layer.STEP_RETRY.value: "#E69F00",  # orange
+    Layer.REDELIVERY.value: "#D55E00",  # vermillion
+    Layer.MODEL_REEMISSION.value: "#CC79A7",  # reddish purple
+    Layer.UNKNOWN.value: "#999999",  # grey
+}
+
+BAND_LABELS: dict[Band, str] = {
+    Band.SECONDS: "seconds",
+    Band.TENS_OF_SECONDS: "tens of seconds",
+    Band.MINUTES: "minutes … key retention",
+    Band.BEYOND_RETENTION: "beyond key retention",
+}
+_BAND_FILLS: dict[Band, str] = {
+    Band.SECONDS: "rgba(0,114,178,0.07)",
+    Band.TENS_OF_SECONDS: "rgba(230,159,0,0.09)",
+    Band.MINUTES: "rgba(213,94,0,0.07)",
+    Band.BEYOND_RETENTION: "rgba(120,120,120,0.10)",
+}
+# A gap of 0 s (a proxy resending within the provider's clock resolution) has no place on a log
+# axis: such gaps are drawn at this floor and their hover text says so.
+GAP_FLOOR_S = 0.01
+
+DUPLICATE_COLUMNS = ["key", "group_id", "first", "second", "gap_seconds", "band", "layer",
+                     "confidence", "protected", "tool_name", "thread_id", "at"]
+
+# Timeline lanes, top to bottom: the provider's view first, then the agent's from the wire inwards.
+LANES: dict[str, str] = {
+    Kind.PROVIDER_REQUEST.value: "provider requests",
+    Kind.PROVIDER_EVENT.value: "provider events",
+    Kind.HTTP_SPAN.value: "HTTP spans",
+    Kind.TOOL_SPAN.value: "tool spans",
+    Kind.TOOL_RESULT.value: "tool results",
+    Kind.TOOL_CALL.value: "tool calls",
+    Kind.CHECKPOINT.value: "checkpoints",
+    Kind.QUEUE_RECEIVE.value: "queue receives",
+}
+_LANE_SYMBOLS: dict[str, str] = {
+    Kind.PROVIDER_REQUEST.value: "diamond", Kind.PROVIDER_EVENT.value: "circle",
+    Kind.HTTP_SPAN.value: "square", Kind.TOOL_SPAN.value: "square",
+    Kind.TOOL_RESULT.value: "triangle-left", Kind.TOOL_CALL.value: "triangle-right",
+    Kind.CHECKPOINT.value: "circle", Kind.QUEUE_RECEIVE.value: "star",
+}
+# What the hover of a timeline point shows, in this order (label, column).
+_HOVER_FIELDS = [
+    ("source", "source"), ("request id", "request_id"), ("idempotency key", "idempotency_key"),
+    ("tool_call_id", "tool_call_id"), ("tool", "tool_name"), ("thread", "thread_id"),
+    ("span id", "span_id"), ("event", "event_type"), ("object", "object_id"),
+    ("status", "status"), ("outcome", "outcome"), ("delivery", "delivery_count"),
+    ("worker", "worker"), ("step", "step"), ("name", "name"),
+]
+AGGREGATE_BUCKETS = 240
+SELECTED_NAME = "selected group"
+ATTEMPTS_LINE_NAME = "selected group: attempts"
+AGGREGATE_NAME = "other rows (count per time bucket)"
+
+
+# --- duplicates and the gap chart --------------------------------------------------------------
+
+def duplicates_frame(analysis: Analysis) -> pd.DataFrame:
+    """One row per duplicate (second and later attempts of a logical call), newest group first."""
+    rows = []
+    for g in analysis.groups:
+        at = dict(zip(g.attempts["attempt_id"].astype(str), g.attempts["at"], strict=True))
+        for d in g.duplicates:
+            rows.append({
+                "key": f"{g.group_id}:{d.second}", "group_id": g.group_id, "first": d.first,
+                "second": d.second, "gap_seconds": float(d.gap_seconds), "band": d.band.value,
+                "layer": d.layer.value, "confidence": float(d.confidence),
+                "protected": bool(d.protected), "tool_name": g.tool_name,
+                "thread_id": g.thread_id, "at": at.get(d.second, pd.NaT),
+            })
+    frame = pd.DataFrame(rows, columns=DUPLICATE_COLUMNS)
+    if frame.empty:
+        return frame.astype({"gap_seconds": float, "confidence": float, "protected": bool})
+    return frame
+
+
+def _band_edges(bands: Bands, max_gap: float) -> list[tuple[Band, float, float]]:
+    # the outer bands reach past the axis range, so the shading covers the whole plot
+    right = max(bands.retention * 10, max_gap * 3) * 10
+    return [
+        (Band.SECONDS, GAP_FLOOR_S / 20, bands.seconds),
+        (Band.TENS_OF_SECONDS, bands.seconds, bands.tens_of_seconds),
+        (Band.MINUTES, bands.tens_of_seconds, bands.retention),
+        (Band.BEYOND_RETENTION, bands.retention, right),
+    ]
+
+
+def _jitter(keys: pd.Series) -> np.ndarray:
+    """A stable vertical offset per key in [-1, 1] (the same point stays put between reruns)."""
+    digests = [int(hashlib.sha256(k.encode()).hexdigest()[:8], 16) for k in keys.astype(str)]
+    return np.asarray(digests, dtype=float) / 0xFFFFFFFF * 2 - 1
+
+
+def _fmt_seconds(s: float) -> str:
+    if s < 120:
+        return f"{s:.3g} s"
+    if s < 7200:
+        return f"{s / 60:.3g} min"
+    return f"{s / 3600:.3g} h"
+
+
+def gaps_figure(dups: pd.DataFrame, bands: Bands | None = None,
+                selected: str | None = None) -> go.Figure:
+    """Every duplicate's gap on a log axis over the bands where each layer's timing lands.
+
+    One trace per verdict layer; protected duplicates (no second effect) are hollow; each point's
+    customdata is its duplicate key, so a click or selection names the duplicate.
+    """
+    bands = bands or Bands()
+    fig = go.Figure()
+    gaps = pd.to_numeric(dups["gap_seconds"], errors="coerce").astype(float).clip(lower=0)
+    max_gap = float(gaps.max()) if len(gaps) else 0.0
+    for band, x0, x1 in _band_edges(bands, max_gap):
+        layers = ", ".join(layer.value.replace("_", " ") for layer in BAND_LAYERS[band])
+        fig.add_vrect(x0=x0, x1=x1, fillcolor=_BAND_FILLS[band], line_width=0, layer="below",
+                      name=band.value,
+                      label={"text": f"<b>{BAND_LABELS[band]}</b><br>{layers}",
+                             "textposition": "top center", "font": {"size": 11}})
+    by_group = bool(dups["group_id"].nunique() <= 40) if len(dups) else True
+    y_all = dups["group_id"].astype(str) if by_group else pd.Series(
+        _jitter(dups["key"]), index=dups.index)
+    for layer, color in LAYER_COLORS.items():
+        part = dups[dups["layer"] == layer]
+        if part.empty:
+            continue
+        drawn = gaps[part.index].clip(lower=GAP_FLOOR_S)
+        is_sel = (part["key"] == selected).to_numpy()
+        protected = part["protected"].astype(bool).to_numpy()
+        floor_note = np.where(gaps[part.index].to_numpy() < GAP_FLOOR_S,
+                              f" (drawn at {GAP_FLOOR_S} s)", "")
+        text = ("<b>" + part["layer"].astype(str) + "</b> · gap "
+                + gaps[part.index].map(_fmt_seconds) + floor_note
+                + "<br>" + part["first"].astype(str) + " → " + part["second"].astype(str)
+                + "<br>confidence " + part["confidence"].map("{:.2f}".format)
+                + np.where(protected, " · protected (no second effect)", " · second effect")
+                + "<br>group " + part["group_id"].astype(str)
+                + " · tool " + part["tool_name"].fillna("?").astype(str))
+        fig.add_trace(go.Scatter(
+            x=drawn.to_numpy(), y=y_all[part.index].to_numpy(), mode="markers", name=layer,
+            legendgroup=layer, customdata=part["key"].to_numpy(), text=text.to_numpy(),
+            hovertemplate="%{text}<extra></extra>",
+            marker={
+                "color": color,
+                "symbol": np.where(protected, "circle-open", "circle").tolist(),
+                "size": np.where(is_sel, 20, 11).tolist(),
+                "line": {"color": np.where(is_sel, "#000000", color).tolist(),
+                         "width": np.where(is_sel, 3, np.where(protected, 2, 0.5)).tolist()},
+                "opacity": 1.0,
+            },
+        ))
+    lo, hi = GAP_FLOOR_S / 2, max(bands.retention * 10, max_gap * 3)
+    fig.update_xaxes(type="log", title="gap between attempts (seconds, log scale)",
+                     range=[math.log10(lo), math.log10(hi)])
+    if by_group:
+        fig.update_yaxes(type="category", title="logical call (group)")
+    else:
+        fig.update_yaxes(visible=False, range=[-1.5, 1.5])
+    # Streamlit turns click-selection off while dragmode is "select"/"lasso": zoom keeps a click
+    # on a point a selection event (the app opens that duplicate's verdict).
+    fig.update_layout(clickmode="event+select", dragmode="zoom", hovermode="closest",
+                      legend_title_text="verdict layer", margin={"t": 60},
+                      title="Gaps between attempts of one logical call")
+    return fig
+
+
+# --- the timeline ------------------------------------------------------------------------------
+
+def _nonnull(values: pd.Series) -> set[str]:
+    return set(values.dropna().astype(str))
+
+
+def attempt_rows(timeline: pd.DataFrame, attempts: pd.DataFrame) -> pd.Series:
+    """Which timeline rows record one of `attempts`: its provider request and events, its HTTP and
+    tool spans, its tool call and result, and the queue receives of its thread."""
+    kind = timeline["kind"]
+    request = timeline["request_id"].isin(_nonnull(attempts["request_id"]))
+    spans = _nonnull(attempts["http_span_id"]) | _nonnull(attempts["tool_span_id"]) \
+        if "http_span_id" in attempts else set()
+    span = kind.isin([Kind.HTTP_SPAN.value, Kind.TOOL_SPAN.value]) \
+        & timeline["span_id"].isin(spans)
+    call = kind.isin([Kind.TOOL_CALL.value, Kind.TOOL_RESULT.value]) \
+        & timeline["tool_call_id"].isin(_nonnull(attempts["tool_call_id"]))
+    receive = (kind == Kind.QUEUE_RECEIVE.value) \
+        & timeline["thread_id"].isin(_nonnull(attempts["thread_id"]))
+    return (request | span | call | receive).fillna(False).astype(bool)
+
+
+def _utc_naive(times: pd.Series) -> pd.Series:
+    return times.dt.tz_convert("UTC").dt.tz_localize(None)
+
+
+def _as_utc(t: pd.Timestamp) -> pd.Timestamp:
+    t = pd.Timestamp(t)
+    return t.tz_localize("UTC") if t.tz is None else t.tz_convert("UTC")
+
+
+def _hover(rows: pd.DataFrame, lane: pd.Series, x: pd.Series) -> pd.Series:
+    text = "<b>" + lane.astype(str) + "</b> " + x.dt.strftime("%H:%M:%S.%f").str[:-3]
+    for label, col in _HOVER_FIELDS:
+        values = rows[col]
+        text = text + ("<br>" + label + ": " + values.astype(str)).where(values.notna(), "")
+    return text
+
+
+def _lane_trace(rows: pd.DataFrame, lane: pd.Series, x: pd.Series, kind: str) -> go.Scattergl:
+    return go.Scattergl(
+        x=x.to_numpy(), y=lane.to_numpy(), mode="markers", name=LANES[kind], legendgroup=kind,
+        customdata=rows.index.to_numpy(), text=_hover(rows, lane, x).to_numpy(),
+        hovertemplate="%{text}<extra></extra>",
+        marker={"symbol": _LANE_SYMBOLS[kind], "size": 7, "opacity": 0.75,
+                "line": {"width": 0}},
+    )
+
+
+def _aggregate_trace(x: pd.Series, lane: pd.Series, lanes: list[str],
+                     lo: pd.Timestamp, hi: pd.Timestamp) -> go.Heatmap:
+    """Per-lane row counts per time bucket, drawn as a density strip behind the points."""
+    span_ns = max(int((hi - lo).value), 1)
+    width_ns = max(span_ns // AGGREGATE_BUCKETS, 1)
+    n_buckets = span_ns // width_ns + 1
+    bucket = ((x - lo).to_numpy().astype("timedelta64[ns]").astype(np.int64) // width_ns)
+    bucket = np.clip(bucket, 0, n_buckets - 1)
+    lane_idx = pd.Categorical(lane, categories=lanes).codes
+    counts = np.zeros((len(lanes), n_buckets), dtype=np.int64)
+    np.add.at(counts, (lane_idx, bucket), 1)
+    z = np.where(counts > 0, counts.astype(float), np.nan)
+    centers = lo + pd.to_timedelta(np.arange(n_buckets) * width_ns + width_ns // 2, unit="ns")
+    return go.Heatmap(
+        x=pd.DatetimeIndex(centers).to_numpy(), y=lanes, z=z, name=AGGREGATE_NAME,
+        colorscale="Greys", zmin=0, showscale=False, opacity=0.55, showlegend=True,
+        hovertemplate="%{y}: %{z} rows near %{x}<extra>aggregated</extra>", xgap=0, ygap=4,
+    )
+
+
+def _attempt_anchors(group: Group, aligned: bool) -> tuple[pd.Series, pd.Series]:
+    """Where each attempt of a group sits on the timeline: time, and the lane that saw it."""
+    att = group.attempts
+    col = "at" if aligned or "at_raw" not in att else "at_raw"
+    ids = att["attempt_id"].astype(str)
+    lane = pd.Series(LANES[Kind.PROVIDER_REQUEST.value], index=att.index)
+    lane = lane.where(~ids.str.startswith("span:"), LANES[Kind.TOOL_SPAN.value])
+    lane = lane.where(~ids.str.startswith("call:"), LANES[Kind.TOOL_CALL.value])
+    return _utc_naive(att[col]), lane
+
+
+def timeline_figure(analysis: Analysis, selected_group: str | None = None, aligned: bool = True,
+                    window: tuple[pd.Timestamp, pd.Timestamp] | None = None,
+                    max_points: int = 20_000) -> go.Figure:
+    """Every source's rows on one time axis, one lane per kind of record (WebGL markers).
+
+    Over `max_points` rows in the window, lanes that do not fit the budget are drawn as counts
+    per time bucket; rows that are attempts of any group (and the selected group's rows) are
+    always drawn as individual points.
+    """
+    tl = analysis.timeline
+    t_col = "at_aligned" if aligned else "at"
+    times = tl[t_col].fillna(tl["at"])
+    in_window = pd.Series(True, index=tl.index)
+    if window is not None:
+        lo_w, hi_w = _as_utc(window[0]), _as_utc(window[1])
+        in_window = (times >= lo_w) & (times <= hi_w)
+    rows = tl[in_window & tl["kind"].isin(list(LANES))]
+    x = _utc_naive(times[rows.index])
+    lane = rows["kind"].map(LANES)
+
+    group = next((g for g in analysis.groups if g.group_id == selected_group), None)
+    grouped = analysis.attempts[analysis.attempts["group_id"].notna()]
+    keep = attempt_rows(rows, grouped)
+    selected_mask = attempt_rows(rows, group.attempts) if group is not None \
+        else pd.Series(False, index=rows.index)
+    keep |= selected_mask
+
+    individual = pd.Series(True, index=rows.index)
+    aggregated_lanes: list[str] = []
+    if len(rows) > max_points:
+        # smallest lanes first: sparse evidence (receives, spans) stays visible as points
+        budget = max(max_points - int(keep.sum()), 0)
+        sizes = rows.loc[~keep, "kind"].value_counts().sort_values(kind="stable")
+        fits = sizes.cumsum() <= budget
+        point_kinds = list(sizes[fits].index)
+        aggregated_lanes = [LANES[k] for k in sizes[~fits].index]
+        individual = keep | rows["kind"].isin(point_kinds)
+
+    fig = go.Figure()
+    present = [k for k in LANES if (rows["kind"] == k).any()]
+    lanes = [LANES[k] for k in present]
+    if aggregated_lanes:
+        rest = ~individual
+        lo_t = x.min() if window is None else _utc_naive(pd.Series([lo_w])).iloc[0]
+        hi_t = x.max() if window is None else _utc_naive(pd.Series([hi_w])).iloc[0]
+        fig.add_trace(_aggregate_trace(x[rest], lane[rest], lanes, lo_t, hi_t))
+    for kind in present:
+        part = individual & (rows["kind"] == kind)
+        if part.any():
+            fig.add_trace(_lane_trace(rows[part], lane[part], x[part], kind))
+    if group is not None and selected_mask.any():
+        sel = selected_mask
+        fig.add_trace(go.Scattergl(
+            x=x[sel].to_numpy(), y=lane[sel].to_numpy(), mode="markers", name=SELECTED_NAME,
+            customdata=rows.index[sel].to_numpy(),
+            text=_hover(rows[sel], lane[sel], x[sel]).to_numpy(),
+            hovertemplate="%{text}<extra>selected</extra>",
+            marker={"size": 14, "color": "rgba(0,0,0,0)",
+                    "line": {"color": "#000000", "width": 2.5}, "symbol": "circle-open"},
+        ))
+    if group is not None:
+        ax, alane = _attempt_anchors(group, aligned)
+        inside = pd.Series(True, index=ax.index) if window is None else \
+            (ax >= _utc_naive(pd.Series([lo_w])).iloc[0]) & \
+            (ax <= _utc_naive(pd.Series([hi_w])).iloc[0])
+        color = LAYER_COLORS.get(group.worst_layer.value if group.worst_layer else "unknown")
+        fig.add_trace(go.Scattergl(
+            x=ax[inside].to_numpy(), y=alane[inside].to_numpy(), mode="lines+markers",
+            name=ATTEMPTS_LINE_NAME, customdata=group.attempts["attempt_id"][inside].to_numpy(),
+            hovertemplate="attempt %{customdata}<br>%{x}<extra></extra>",
+            line={"color": color, "width": 3}, marker={"size": 16, "color": color,
+                                                        "symbol": "x"},
+        ))
+    fig.update_yaxes(type="category", categoryorder="array", categoryarray=lanes[::-1],
+                     title=None)
+    fig.update_xaxes(title=f"time (UTC, {'clock-aligned' if aligned else 'raw source clocks'})")
+    if window is not None:
+        fig.update_xaxes(range=[_utc_naive(pd.Series([lo_w])).iloc[0],
+                                _utc_naive(pd.Series([hi_w])).iloc[0]])
+    fig.update_layout(hovermode="closest", dragmode="zoom", height=120 + 45 * max(len(lanes), 1),
+                      legend={"orientation": "h", "y": -0.2}, margin={"t": 30})
+    return fig
+
+
+# --- two attempts side by side -----------------------------------------------------------------
+
+_COMPARE_FIELDS: list[tuple[str, str]] = [
+    ("time (raw)", "at_raw"), ("time (aligned)", "at"), ("request id", "request_id"),
+    ("idempotency key", "idempotency_key"), ("tool_call_id", "tool_call_id"),
+    ("thread_id", "thread_id"), ("HTTP span id", "http_span_id"),
+    ("tool span id", "tool_span_id"), ("worker", "worker"), ("status", "status"),
+    ("effect", "effect"), ("object id", "object_id"), ("amount", "amount"),
+    ("currency", "currency"), ("customer", "subject"), ("sources", "source"),
+]
+
+
+def _text(value: object) -> str | None:
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, pd.Timestamp):
+        return value.tz_convert("UTC").isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return str(value)
+
+
+def _body(timeline: pd.DataFrame, attempt: pd.Series) -> str | None:
+    """The request body the provider logged, else the tool call's arguments."""
+    request_id, call = attempt.get("request_id"), attempt.get("tool_call_id")
+    if isinstance(request_id, str):
+        found = timeline.loc[(timeline["request_id"] == request_id)
+                             & (timeline["kind"] == Kind.PROVIDER_REQUEST.value)
+                             & timeline["args"].notna(), "args"]
+        if len(found):
+            return str(found.iloc[0])
+    if isinstance(call, str):
+        found = timeline.loc[(timeline["tool_call_id"] == call)
+                             & (timeline["kind"] == Kind.TOOL_CALL.value)
+                             & timeline["args"].notna(), "args"]
+        if len(found):
+            return str(found.iloc[0])
+    return None
+
+
+def attempt_comparison(analysis: Analysis, group_id: str, first: str, second: str) -> pd.DataFrame:
+    """Two attempts field by field: index = field, columns first, second, same (NA: neither)."""
+    group = next((g for g in analysis.groups if g.group_id == group_id), None)
+    pool = group.attempts if group is not None else analysis.attempts
+    ids = pool["attempt_id"].astype(str)
+    picked = []
+    for attempt_id in (first, second):
+        match = pool[ids == attempt_id]
+        picked.append(match.iloc[0] if len(match) else pd.Series(dtype=object))
+    a, b = picked
+    rows = []
+    for label, col in [*_COMPARE_FIELDS, ("args / body", "")]:
+        va = _body(analysis.timeline, a) if not col else _text(a.get(col))
+        vb = _body(analysis.timeline, b) if not col else _text(b.get(col))
+        same = pd.NA if va is None and vb is None else va == vb
+        rows.append({"field": label, "first": va, "second": vb, "same": same})
+    out = pd.DataFrame(rows).set_index("field")
+    out["same"] = out["same"].astype("boolean")
+    return out

@@ -1,0 +1,63 @@
+"""A self-contained HTML report of an investigation, for a postmortem.
+
+Everything that came from the evidence (ids, arguments, notes) is escaped: the report shows it,
+never runs it. plotly.js is inlined so the file opens offline.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from app.figures import duplicates_frame, gaps_figure, timeline_figure
+from app.store import Snapshot
+from twice.engine import Analysis
+from twice.layers import PLAIN_WORDS
+from twice.verdict import fmt_gap
+
+STYLE = """
+body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
+h1{font-size:1.6em} .dup{border-left:4px solid #c33;padding:.2em 1em;margin:1em 0}
+.protected{border-color:#c90} code{background:#f3f3f3;padding:0 .2em}
+table{border-collapse:collapse} td,th{border:1px solid #ddd;padding:.2em .5em;font-size:.9em}
+"""
+
+
+def build_report(snap: Snapshot, analysis: Analysis) -> str:
+    s = snap.summary
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>twice: "
+             f"{escape(s.title)}</title><style>{STYLE}</style></head><body>",
+             f"<h1>{escape(s.title)}</h1>",
+             f"<p>Investigation <code>{escape(s.id)}</code>, saved "
+             f"{s.created_at:%Y-%m-%d %H:%M} UTC; sources: {escape(', '.join(s.sources))}; "
+             f"{len(analysis.groups)} logical calls executed more than once.</p>"]
+    dups = duplicates_frame(analysis)
+    if len(dups):
+        parts.append("<h2>Gaps against the bands</h2>")
+        parts.append(gaps_figure(dups).to_html(full_html=False, include_plotlyjs="inline"))
+    parts.append("<h2>Timeline</h2>")
+    parts.append(timeline_figure(analysis).to_html(
+        full_html=False, include_plotlyjs=False if len(dups) else "inline"))
+    for group in analysis.groups:
+        parts.append(f"<h2>Group <code>{escape(group.group_id)}</code>: tool "
+                     f"{escape(str(group.tool_name))}, thread {escape(str(group.thread_id))}"
+                     "</h2>")
+        for d in group.duplicates:
+            cls = "dup protected" if d.protected else "dup"
+            items = "".join(f"<li>{escape(e)}</li>" for e in d.evidence)
+            parts.append(
+                f"<div class='{cls}'><h3>{escape(d.layer.value)}: "
+                f"{escape(PLAIN_WORDS[d.layer])}</h3><p>{escape(d.first)} → "
+                f"{escape(d.second)}, gap {fmt_gap(d.gap_seconds)} ({escape(d.band.value)}), "
+                f"confidence {d.confidence:.2f}{', protected' if d.protected else ''}</p>"
+                f"<ul>{items}</ul><p><b>Fix:</b> {escape(d.fix)}</p></div>")
+        if group.findings:
+            parts.append("<ul>" + "".join(
+                f"<li><b>{escape(f.code)}</b>: {escape(f.detail)}</li>"
+                for f in group.findings) + "</ul>")
+    if snap.notes:
+        parts.append("<h2>Notes</h2>")
+        for n in snap.notes:
+            parts.append(f"<p><b>{escape(n.author)}</b> ({n.at:%Y-%m-%d %H:%M} UTC)</p>"
+                         f"<pre>{escape(n.text)}</pre>")
+    parts.append("</body></html>")
+    return "\n".join(parts)

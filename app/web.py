@@ -1,0 +1,87 @@
+"""The twice web app: `twice web` (or `streamlit run app/web.py`).
+
+A page reads the URL state, calls the core, renders. Every view is reproducible from its URL
+(investigation, group, duplicate, tab, time window, clock), and links never carry secrets.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from app import web_views as views
+from app.store import InvestigationExists, Note, Store, StoreError, open_store
+from app.view_state import ViewState, from_query, to_query
+from connectors import registry
+from twice.engine import Analysis, analyze
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_data"
+
+
+@st.cache_resource
+def get_store() -> Store:
+    store = open_store()
+    _import_samples(store)
+    return store
+
+
+def _import_samples(store: Store) -> None:
+    """The bundled sample incidents, under stable ids so the README's links work everywhere."""
+    for folder in sorted(p for p in SAMPLES.iterdir() if (p / "truth.json").exists()):
+        inv_id = "sample-" + folder.name.replace("_", "-")
+        if store.get(inv_id) is not None:
+            continue
+        truth = json.loads((folder / "truth.json").read_text())
+        found, _ = registry.scan_folder(folder)
+        loaded = registry.load_all([(n, p, {}) for n, p in found])
+        title = f"Sample: {folder.name.replace('_', ' ')}"
+        try:
+            store.create(title, loaded.rows, sources=sorted({n for n, _ in found}),
+                         warnings=loaded.warnings, tags=["sample", truth["layer"]], id=inv_id)
+        except InvestigationExists:  # another process imported it first
+            continue
+        store.add_note(inv_id, Note(author="twice lab", at=datetime.now(UTC),
+                                    text=f"What really happened: {truth['description']}"))
+
+
+@st.cache_resource(max_entries=32)
+def get_analysis(inv_id: str, _timeline: pd.DataFrame) -> Analysis:
+    # a snapshot's timeline never changes, so its analysis is cached by id
+    return analyze(_timeline)
+
+
+def go(state: ViewState) -> None:
+    """Move to another view: the URL is the state."""
+    st.query_params.from_dict(to_query(state))
+    st.rerun()
+
+
+def main() -> None:
+    st.set_page_config(page_title="twice", page_icon="⧉", layout="wide")
+    state = from_query(st.query_params.to_dict())
+    try:
+        store = get_store()
+    except StoreError as exc:
+        st.error(f"The investigation store cannot be opened: {exc}")
+        return
+    with st.sidebar:
+        views.sidebar(store, state, go)
+    if state.inv is None:
+        views.incidents(store, state, go)
+        return
+    snapshot = store.get(state.inv)
+    if snapshot is None:
+        st.error(f"Investigation `{state.inv}` was not found. It may have been deleted, or the "
+                 "link was mistyped.")
+        if st.button("Back to incidents"):
+            go(ViewState())
+        return
+    analysis = get_analysis(state.inv, snapshot.timeline)
+    views.investigation(store, snapshot, analysis, state, go)
+
+
+main()

@@ -1,0 +1,84 @@
+"""Page flow and URL state with Streamlit's AppTest (the app's script run in-process)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from app.store import open_store
+
+PAGE = str(Path(__file__).resolve().parents[2] / "app" / "web.py")
+
+
+@pytest.fixture
+def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    path = tmp_path / "investigations.sqlite3"
+    monkeypatch.setenv("TWICE_STORE", str(path))
+    st.cache_resource.clear()  # the app caches its store per process
+    yield path
+    st.cache_resource.clear()
+
+
+def run(params: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    for k, v in (params or {}).items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def text(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [h.value for h in at.header] + \
+        [t.value for t in at.title] + [e.value for e in at.error] + [c.value for c in at.caption] \
+        + [t.value for t in at.text]
+    return "\n".join(str(p) for p in parts)
+
+
+def test_opens_on_the_bundled_samples(store_path: Path) -> None:
+    at = run()
+    assert at.title[0].value == "Incidents"
+    page = text(at)
+    for name in ["step retry", "redelivery", "model reemission", "control new turn"]:
+        assert f"Sample: {name}" in page
+    assert "inv=sample-step-retry" in page
+
+
+def test_a_shared_link_reproduces_the_verdict_view(store_path: Path) -> None:
+    at = run({"inv": "sample-step-retry", "tab": "verdict"})
+    assert at.header[0].value.startswith("step_retry")
+    page = text(at)
+    assert "key_regenerated" in page
+    assert "What really happened" not in page  # notes live on the notes tab
+    assert "?inv=sample-step-retry" in at.code[-1].value
+    assert "tab=verdict" in at.code[-1].value
+
+
+def test_missing_investigation_is_said_plainly(store_path: Path) -> None:
+    at = run({"inv": "no-such-investigation"})
+    assert "was not found" in at.error[0].value
+
+
+def test_changing_tab_rewrites_the_url(store_path: Path) -> None:
+    at = run({"inv": "sample-model-reemission", "tab": "verdict"})
+    at.radio[0].set_value("notes").run()
+    assert at.query_params["tab"] == ["notes"] or at.query_params["tab"] == "notes"
+    assert "What really happened" in text(at)
+
+
+def test_a_note_is_saved_with_the_investigation(store_path: Path) -> None:
+    at = run({"inv": "sample-redelivery", "tab": "notes"})
+    at.text_input[0].set_value("ana")
+    at.text_area[0].set_value("visibility timeout 6 min < run time 9 min")
+    at.button[0].click().run()
+    notes = open_store(str(store_path)).get("sample-redelivery").notes  # type: ignore[union-attr]
+    assert any(n.author == "ana" and "visibility timeout" in n.text for n in notes)
+
+
+def test_controls_have_no_verdict(store_path: Path) -> None:
+    at = run({"inv": "sample-control-new-turn", "tab": "verdict"})
+    assert any("nothing to explain" in s.value for s in at.success)
