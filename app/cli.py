@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("lab", add_help=False,
                    help="reproduce a layer with real libraries: `twice lab run SCENARIO --out "
                         "DIR`, `twice lab build-samples`")
+    sub.add_parser("drill", add_help=False,
+                   help="practise on a lab incident with the verdict hidden: `twice drill "
+                        "--level 2`, `twice drill --drill L2-4711`")
     an.add_argument("--window", default="15m",
                     help="same customer + amount inside this window is one logical call when "
                          "nothing else links the attempts (default 15m)")
@@ -213,6 +216,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from lab.__main__ import main as lab_main
 
         return lab_main(argv[1:])
+    if argv[:1] == ["drill"]:
+        from app.drill_cli import main as drill_main
+
+        return drill_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

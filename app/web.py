@@ -70,6 +70,11 @@ def main() -> None:
         return
     with st.sidebar:
         views.sidebar(store, state, go)
+    if "drill" in st.query_params:  # training drills: app/drill_views.py
+        from app.drill_views import page
+
+        page(st.query_params.to_dict())
+        return
     if state.inv is None:
         views.incidents(store, state, go)
         return

@@ -38,6 +38,9 @@ def sidebar(store: Store, state: ViewState, go: Go) -> None:
     st.caption("Where did one intended call become two?")
     if st.button("All incidents", width="stretch"):
         go(ViewState())
+    if st.button("Drills", width="stretch"):  # the drills page (app/drill_views.py)
+        st.query_params.from_dict({"drill": "new"})
+        st.rerun()
     with st.expander("New investigation from files"):
         _upload_form(store, go)
     with st.expander("New investigation from live sources"):
@@ -123,12 +126,26 @@ def _timeline(store: Store, snap: Snapshot, analysis: Analysis, state: ViewState
     if raw != (state.clock == "raw"):
         go(dataclasses.replace(state, clock="raw" if raw else "aligned"))
     window = (state.t0, state.t1) if state.t0 is not None and state.t1 is not None else None
-    fig = timeline_figure(analysis, selected_group=group.group_id if group else None,
-                          aligned=not raw, window=window)
+    fig = _timeline_figure(snap.summary.id, analysis, group.group_id if group else None,
+                           not raw, window)
     st.plotly_chart(fig, width="stretch", key="timeline")
+    st.caption(f"{len(analysis.timeline):,} rows; past {TIMELINE_POINTS:,} points the lanes that "
+               "do not fit are drawn as counts per time bucket (attempts are always points). "
+               "Narrow the window with t0/t1 in the URL to see every row.")
     for o in analysis.offsets:
         st.caption(f"Clock: {o.source} runs {o.seconds:+.3f} s off the spans "
                    f"({o.pairs} pairs: {o.basis}).")
+
+
+TIMELINE_POINTS = 5_000  # individual WebGL points per view; the rest is aggregated
+
+
+@st.cache_resource(max_entries=64)
+def _timeline_figure(inv_id: str, _analysis: Analysis, group: str | None, aligned: bool,
+                     window: tuple[pd.Timestamp, pd.Timestamp] | None) -> object:
+    # a snapshot never changes, so its figures are cached by id and view
+    return timeline_figure(_analysis, selected_group=group, aligned=aligned, window=window,
+                           max_points=TIMELINE_POINTS)
 
 
 def _gaps(store: Store, snap: Snapshot, analysis: Analysis, state: ViewState, go: Go,
@@ -235,11 +252,35 @@ def _export(store: Store, snap: Snapshot, analysis: Analysis, state: ViewState, 
     st.download_button("Analysis JSON (the `twice analyze --format json` contract)",
                        orjson.dumps(to_contract(analysis), option=orjson.OPT_INDENT_2),
                        file_name=f"twice-{inv}.json", mime="application/json")
-    st.download_button("Timeline (Parquet; `twice analyze` reads it back)",
-                       timeline_file.to_bytes(snap.timeline),
-                       file_name=f"twice-{inv}.timeline.parquet")
+    st.download_button("Incident folder (zip: `twice analyze` reads it back)",
+                       incident_zip(snap, analysis), file_name=f"twice-{inv}.zip",
+                       mime="application/zip")
     st.download_button("Self-contained HTML report", build_report(snap, analysis),
                        file_name=f"twice-{inv}.html", mime="text/html")
+
+
+def incident_zip(snap: Snapshot, analysis: Analysis) -> bytes:
+    """The investigation as a re-loadable incident folder: the normalised timeline (twice's own
+    Parquet format, which outlives the provider's 30-day event retention), the analysis, the
+    notes and a README."""
+    import io
+    import zipfile
+
+    s = snap.summary
+    folder = f"twice-{s.id}"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(f"{folder}/timeline.parquet", timeline_file.to_bytes(snap.timeline))
+        z.writestr(f"{folder}/analysis.json",
+                   orjson.dumps(to_contract(analysis), option=orjson.OPT_INDENT_2))
+        z.writestr(f"{folder}/notes.json", orjson.dumps(
+            {"notes": [dataclasses.asdict(n) for n in snap.notes],
+             "overrides": [dataclasses.asdict(o) for o in snap.overrides]},
+            option=orjson.OPT_INDENT_2))
+        z.writestr(f"{folder}/README.md",
+                   f"# {s.title}\n\nExported from twice (investigation `{s.id}`). Re-run with "
+                   f"`twice analyze {folder}/`: it reads timeline.parquet.\n")
+    return buf.getvalue()
 
 
 def _upload_form(store: Store, go: Go) -> None:

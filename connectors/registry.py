@@ -55,7 +55,8 @@ def scan_folder(folder: Path) -> tuple[list[tuple[str, Path]], list[Path]]:
     skipped: list[Path] = []
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         if path.name.startswith(".") or path.suffix.lower() in {".md", ".txt", ".png"} \
-                or path.name == "truth.json" or path.name.endswith(("-wal", "-shm")):
+                or path.name in ("truth.json", "analysis.json", "notes.json") \
+                or path.name.endswith(("-wal", "-shm")):
             continue
         name = detect(path)
         if name is None:

@@ -82,3 +82,28 @@ def test_a_note_is_saved_with_the_investigation(store_path: Path) -> None:
 def test_controls_have_no_verdict(store_path: Path) -> None:
     at = run({"inv": "sample-control-new-turn", "tab": "verdict"})
     assert any("nothing to explain" in s.value for s in at.success)
+
+
+def test_the_exported_incident_folder_reloads_to_the_same_verdicts(
+        store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+    import json
+    import zipfile
+
+    from app.cli import main
+    from app.web_views import incident_zip
+    from twice.engine import analyze
+
+    run()  # imports the samples into the store
+    snap = open_store(str(store_path)).get("sample-redelivery")
+    assert snap is not None
+    with zipfile.ZipFile(io.BytesIO(incident_zip(snap, analyze(snap.timeline)))) as z:
+        z.extractall(tmp_path)
+    folder = tmp_path / "twice-sample-redelivery"
+    exported = json.loads((folder / "analysis.json").read_text())
+    capsys.readouterr()
+    assert main(["analyze", str(folder), "--format", "json"]) == 0
+    reloaded = json.loads(capsys.readouterr().out)
+    assert [(g["group_id"], [d["layer"] for d in g["duplicates"]]) for g in reloaded["groups"]] \
+        == [(g["group_id"], [d["layer"] for d in g["duplicates"]]) for g in exported["groups"]] \
+        == [(exported["groups"][0]["group_id"], ["redelivery"])]

@@ -264,3 +264,17 @@ def test_every_duplicate_carries_evidence_and_fix() -> None:
     for dup in run(rows)["groups"][0]["duplicates"]:
         assert dup["evidence"] and dup["fix"]
         assert dup["layer"] in {layer.value for layer in Layer}
+
+
+def test_without_provider_records_executions_are_counted_from_spans_and_checkpoints() -> None:
+    # no provider export at hand: two tool spans of one tool call, then the model asking again
+    rows = [call(0, "toolu_A"),
+            tool_span(0.5, 30.5, "tool1", "toolu_A", outcome="error"),
+            tool_span(31.5, 33, "tool2", "toolu_A"),
+            result(33.5, "toolu_A", "timeout", "Payment failed: timed out"),
+            call(36, "toolu_B"), result(40, "toolu_B")]
+    report = run(rows)
+    (group,) = report["groups"]
+    assert [d["layer"] for d in group["duplicates"]] == ["step_retry", "model_reemission"]
+    assert all(a["effect"] == "unknown" for a in group["attempts"])
+    assert all(a["request_id"] is None for a in group["attempts"])
