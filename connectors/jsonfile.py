@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,9 +40,10 @@ def json_documents(
     try:
         yield name, orjson.loads(raw)
         return
-    except orjson.JSONDecodeError:
-        pass
-    repaired = raw.decode("utf-8", errors="replace").encode()
+    except orjson.JSONDecodeError as exc:
+        bad_utf8 = "utf-8" in str(exc).lower()
+    # one document with invalid UTF-8 bytes: keep it, with the bytes replaced
+    repaired = raw.decode("utf-8", errors="replace").encode() if bad_utf8 else raw
     if repaired != raw:
         try:
             value = orjson.loads(repaired)
@@ -53,7 +55,7 @@ def json_documents(
             return
     good = 0
     bad = 0
-    for lineno, line in enumerate(raw.splitlines(), start=1):
+    for lineno, line in enumerate(io.BytesIO(raw), start=1):  # lazily: no second copy
         if not line.strip():
             continue
         try:

@@ -14,10 +14,11 @@ tool span is one wire attempt of that tool call).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import orjson
@@ -25,7 +26,7 @@ import pandas as pd
 
 from connectors.base import redact
 from connectors.spans_model import SpanKind, SpanRecord, SpanStatus, as_int
-from twice.timeline import Kind, canonical_json, fingerprint
+from twice.timeline import Kind, canonical_json, fingerprint, from_columns
 
 SOURCE = "spans"
 
@@ -44,6 +45,8 @@ URL_KEYS = ("url.full", "url.path", "http.url", "http.target")
 DELIVERY_SUFFIXES = ("receive_count", "delivery_count", "delivery_attempt")
 HOST_KEYS = ("host.name", "hostname", "service.instance.id")  # `hostname`: Jaeger client tag
 
+_TOOL_MARKER_KEYS = frozenset(TOOL_CALL_ID_KEYS[:2] + TOOL_NAME_KEYS)  # their presence is enough
+_HTTP_METHOD_KEY_SET = frozenset(HTTP_METHOD_KEYS)
 _TIMEOUT = re.compile(r"time[ds]?[\s_-]?out(?!put)|deadline[\s_-]?exceeded", re.I)
 _DETAIL_MAX = 200
 
@@ -57,7 +60,11 @@ class Options:
 def text_value(value: Any) -> str | None:
     """A scalar attribute as text. Captured headers are arrays (take the first); Jaeger turns
     arrays into JSON text, so a string that is a JSON array is read the same way."""
-    if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
+    if value is None:  # most look-ups find nothing
+        return None
+    if isinstance(value, str):
+        if not (value.startswith("[") and value.endswith("]")):
+            return value.strip() or None  # the common case: a plain string
         try:
             value = orjson.loads(value)
         except orjson.JSONDecodeError:
@@ -77,9 +84,15 @@ def int_value(value: Any) -> int | None:
     return number if number is not None else as_int(text_value(value))
 
 
-def _first(attrs: dict[str, Any], keys: Iterable[str | None]) -> str | None:
+def _keys(keys: tuple[str, ...], extra: str | None) -> tuple[str, ...]:
+    """`keys`, and after them the attribute name the user gave (if any)."""
+    return (*keys, extra) if extra else keys
+
+
+def _first(attrs: dict[str, Any], keys: Iterable[str]) -> str | None:
     for key in keys:
-        if key and (text := text_value(attrs.get(key))) is not None:
+        value = attrs.get(key)
+        if value is not None and (text := text_value(value)) is not None:
             return text
     return None
 
@@ -138,49 +151,58 @@ def _effect_fields(args: Any) -> dict[str, Any]:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
+def _url_path(url: str) -> str:
+    """The path only: query strings and userinfo may hold secrets. Cached: spans repeat URLs."""
+    return (urlsplit(url).path or "/") if "://" in url else url.split("?", 1)[0]
+
+
 def _path(attrs: dict[str, Any]) -> str | None:
     for key in URL_KEYS:
         url = text_value(attrs.get(key))
         if url:
-            # path only: query strings and userinfo may hold secrets
-            return (urlsplit(url).path or "/") if "://" in url else url.split("?", 1)[0]
+            return _url_path(url)
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _delivery_offset(key: str) -> int | None:
+    """What to add to an attribute's value to get a delivery count, or None when the attribute
+    is no delivery count. Cached: every span is checked against the same few names."""
+    name = key.lower().replace("-", "_")
+    if not name.endswith(DELIVERY_SUFFIXES):
+        return None
+    # RabbitMQ's x-delivery-count counts earlier failed deliveries (absent on the first)
+    return 1 if name.endswith("x_delivery_count") else 0
 
 
 def _delivery_count(attrs: dict[str, Any]) -> int | None:
     counts = []
     for key, value in attrs.items():
-        name = key.lower().replace("-", "_")
-        if name.endswith(DELIVERY_SUFFIXES) and (number := int_value(value)) is not None:
-            # RabbitMQ's x-delivery-count counts earlier failed deliveries (absent on the first)
-            counts.append(number + 1 if name.endswith("x_delivery_count") else number)
+        offset = _delivery_offset(key)
+        if offset is not None and (number := int_value(value)) is not None:
+            counts.append(number + offset)
     return max(counts) if counts else None
 
 
-def _tool_call_id(attrs: dict[str, Any], options: Options) -> str | None:
-    return _first(attrs, (*TOOL_CALL_ID_KEYS, options.tool_attribute))
-
-
-def _is_tool(rec: SpanRecord, options: Options) -> bool:
-    attrs = rec.attributes
+def _is_tool(attrs: dict[str, Any], tool_attribute: str | None) -> bool:
     return (
-        any(k in attrs for k in TOOL_CALL_ID_KEYS[:2] + TOOL_NAME_KEYS)
+        not _TOOL_MARKER_KEYS.isdisjoint(attrs)
+        or bool(tool_attribute and tool_attribute in attrs)
         or text_value(attrs.get("gen_ai.operation.name")) == "execute_tool"
         or str(text_value(attrs.get("openinference.span.kind")) or "").upper() == "TOOL"
-        or bool(options.tool_attribute and options.tool_attribute in attrs)
     )
 
 
 def _is_http(rec: SpanRecord) -> bool:
-    has_method = any(k in rec.attributes for k in HTTP_METHOD_KEYS)
+    has_method = not _HTTP_METHOD_KEY_SET.isdisjoint(rec.attributes)
     return has_method and rec.kind in (SpanKind.CLIENT, SpanKind.UNKNOWN)
 
 
 def _outcome(rec: SpanRecord, http_status: int | None) -> tuple[str, str | None]:
     """(outcome, detail). An explicit OK wins; then timeouts; then errors; an HTTP span with
     unset status is judged by its response code (semconv leaves 2xx client spans unset)."""
-    attrs = rec.attributes
-    error_type = text_value(attrs.get("error.type"))
+    error_type = text_value(rec.attributes.get("error.type"))
     exc_type, exc_message = rec.exceptions[-1] if rec.exceptions else (None, None)
     if exc_type or exc_message:
         detail: str | None = ": ".join(t for t in (exc_type, exc_message) if t)
@@ -190,10 +212,12 @@ def _outcome(rec: SpanRecord, http_status: int | None) -> tuple[str, str | None]
         detail = redact(detail)[:_DETAIL_MAX]
     if rec.status == SpanStatus.OK:
         return "ok", detail
-    timeout_words = [error_type, rec.status_message]
-    for pair in rec.exceptions:
-        timeout_words.extend(pair)
-    timed_out = any(w and _TIMEOUT.search(w) for w in timeout_words)
+    timed_out = False
+    if error_type or rec.status_message or rec.exceptions:  # else no words to look for
+        timeout_words = [error_type, rec.status_message]
+        for pair in rec.exceptions:
+            timeout_words.extend(pair)
+        timed_out = any(w and _TIMEOUT.search(w) for w in timeout_words)
     failed = (
         rec.status == SpanStatus.ERROR
         or error_type is not None
@@ -208,94 +232,152 @@ def _outcome(rec: SpanRecord, http_status: int | None) -> tuple[str, str | None]
     return "unknown", detail
 
 
-def _inherited(records: list[SpanRecord], options: Options) -> list[tuple[str | None, str | None]]:
-    """(thread_id, tool_call_id) of every record, its own or its nearest ancestor's.
+def _inherited(
+    links: dict[tuple[str, str], tuple[str | None, str | None, str | None]],
+) -> dict[tuple[str, str], tuple[str | None, str | None]]:
+    """(thread_id, tool_call_id) of every span, its own or its nearest ancestor's, from each
+    span's (parent span id, own thread id, own tool call id).
 
-    One pass over a parent map: each span is resolved once (memoised), so the cost is linear.
+    One pass over the parent links: each span is resolved once (memoised), so the cost is linear.
     """
-    own: dict[tuple[str, str], tuple[str | None, str | None, str | None]] = {}
-    for rec in records:
-        own[(rec.trace_id, rec.span_id)] = (
-            rec.parent_span_id,
-            _first(rec.attributes, THREAD_KEYS),
-            _tool_call_id(rec.attributes, options),
-        )
     memo: dict[tuple[str, str], tuple[str | None, str | None]] = {}
-    for start in own:
+    for start in links:
         chain: list[tuple[str, str]] = []
         node: tuple[str, str] | None = start
-        seen: set[tuple[str, str]] = set()
-        while node is not None and node in own and node not in memo and node not in seen:
-            seen.add(node)  # a parent cycle in bad data must not loop forever
+        while node is not None and node not in memo and node in links:
+            # placeholder until the chain is resolved: a parent cycle in bad data ends here
+            memo[node] = (None, None)
             chain.append(node)
-            parent = own[node][0]
+            parent = links[node][0]
             node = (node[0], parent) if parent else None
         above = memo.get(node, (None, None)) if node is not None else (None, None)
         for key in reversed(chain):
-            _, thread, call = own[key]
+            _, thread, call = links[key]
             above = (thread or above[0], call or above[1])
             memo[key] = above
-    return [memo[(rec.trace_id, rec.span_id)] for rec in records]
+    return memo
 
 
-def _worker(rec: SpanRecord) -> str | None:
-    return _first(rec.resource, HOST_KEYS)
+class _Row(NamedTuple):
+    """One span's timeline row: the columns every kind has, then those of some kinds."""
+
+    origin: str
+    kind: str
+    at: int  # ns since the epoch
+    end: int | None
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str | None
+    worker: str | None
+    outcome: str
+    detail: str | None
+    thread_id: str | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    args: str | None = None
+    args_fingerprint: str | None = None
+    subject: str | None = None
+    amount: int | None = None
+    currency: str | None = None
+    delivery_count: int | None = None
+    message_id: str | None = None
+    method: str | None = None
+    path: str | None = None
+    status: int | None = None
+    resend_count: int | None = None
+    request_id: str | None = None
+    idempotency_key: str | None = None
+    proxy_attempt: int | None = None
 
 
-def span_rows(records: list[SpanRecord], options: Options) -> list[dict[str, Any]]:
-    """Timeline row dicts for the spans that mean something (see the module docstring)."""
-    rows: list[dict[str, Any]] = []
-    for rec, (thread_id, call_id) in zip(records, _inherited(records, options), strict=True):
+def _tool_fields(rec: SpanRecord) -> dict[str, Any]:
+    attrs = rec.attributes
+    args_text, args = _arguments(attrs)
+    name = _first(attrs, TOOL_NAME_KEYS)
+    if name is None and rec.name and rec.name.startswith("execute_tool "):
+        name = rec.name.removeprefix("execute_tool ").strip() or None
+    return {"tool_name": name, "args": args_text,
+            "args_fingerprint": fingerprint(args_text) if args_text else None,
+            **_effect_fields(args)}
+
+
+def _http_fields(
+    rec: SpanRecord, status: int | None, request_id_keys: tuple[str, ...]
+) -> dict[str, Any]:
+    attrs = rec.attributes
+    method = _first(attrs, HTTP_METHOD_KEYS)
+    resend = _first_int(attrs, ("http.request.resend_count",))
+    if resend is None and rec.kind == SpanKind.CLIENT:
+        resend = 0  # semconv sets it only on resends: a client span without it is try 0
+    return {"method": method.upper() if method else None, "path": _path(attrs),
+            "status": status, "resend_count": resend,
+            "request_id": _first(attrs, request_id_keys),
+            "idempotency_key": _first(attrs, IDEMPOTENCY_KEY_KEYS),
+            "proxy_attempt": _first_int(attrs, PROXY_ATTEMPT_KEYS)}
+
+
+class SpanRows:
+    """The timeline rows of spans (see the module docstring), fed one span at a time.
+
+    Each span is interpreted as soon as it is read, while its parsed JSON is still at hand, so
+    no file-sized pile of records builds up. Only the thread id and tool call id of tool and
+    HTTP rows wait for `frame()`: they may come from an ancestor that is read later.
+    """
+
+    def __init__(self, options: Options) -> None:
+        self._tool_attribute = options.tool_attribute
+        self._call_keys = _keys(TOOL_CALL_ID_KEYS, options.tool_attribute)
+        self._request_id_keys = _keys(REQUEST_ID_KEYS, options.request_id_attribute)
+        # every span added: (parent span id, own thread id, own tool call id)
+        self._links: dict[tuple[str, str], tuple[str | None, str | None, str | None]] = {}
+        self._rows: list[_Row] = []
+        self._inherits: list[tuple[str, str] | None] = []  # per row: whose ids it takes, if any
+        self._resource: dict[str, Any] | None = None  # spans of one export share a resource:
+        self._worker: str | None = None  # its worker is looked up once
+
+    def add(self, rec: SpanRecord) -> bool:
+        """Interpret one span; False (and nothing else) when that span was added before."""
+        key = (rec.trace_id, rec.span_id)
+        if key in self._links:
+            return False
         attrs = rec.attributes
-        delivery_count = _delivery_count(attrs)
-        if _is_tool(rec, options):
-            kind = Kind.TOOL_SPAN
-        elif delivery_count is not None:
-            kind = Kind.QUEUE_RECEIVE
+        thread_id = _first(attrs, THREAD_KEYS)
+        self._links[key] = (rec.parent_span_id, thread_id, _first(attrs, self._call_keys))
+        http_status = None
+        inherits: tuple[str, str] | None = key
+        if _is_tool(attrs, self._tool_attribute):
+            kind = Kind.TOOL_SPAN.value
+            fields = _tool_fields(rec)
+        elif (delivery_count := _delivery_count(attrs)) is not None:
+            kind = Kind.QUEUE_RECEIVE.value
+            fields = {"delivery_count": delivery_count, "thread_id": thread_id,
+                      "message_id": _first(attrs, ("messaging.message.id",))}
+            inherits = None  # a queue receive is about its own message: nothing inherited
         elif _is_http(rec):
-            kind = Kind.HTTP_SPAN
+            kind = Kind.HTTP_SPAN.value
+            http_status = _first_int(attrs, HTTP_STATUS_KEYS)
+            fields = _http_fields(rec, http_status, self._request_id_keys)
         else:
-            continue
-        http_status = _first_int(attrs, HTTP_STATUS_KEYS) if kind == Kind.HTTP_SPAN else None
+            return True  # no row, but still an ancestor other spans may inherit from
+        if rec.resource is not self._resource:
+            self._resource, self._worker = rec.resource, _first(rec.resource, HOST_KEYS)
         outcome, detail = _outcome(rec, http_status)
-        row: dict[str, Any] = {
-            "source": SOURCE,
-            "origin": rec.origin,
-            "kind": kind.value,
-            "at": pd.Timestamp(rec.start_ns, unit="ns", tz="UTC"),
-            "end": None if rec.end_ns is None else pd.Timestamp(rec.end_ns, unit="ns", tz="UTC"),
-            "trace_id": rec.trace_id,
-            "span_id": rec.span_id,
-            "parent_span_id": rec.parent_span_id,
-            "name": rec.name,
-            "worker": _worker(rec),
-            "outcome": outcome,
-            "detail": detail,
-        }
-        if kind == Kind.TOOL_SPAN:
-            args_text, args = _arguments(attrs)
-            name = _first(attrs, TOOL_NAME_KEYS)
-            if name is None and rec.name and rec.name.startswith("execute_tool "):
-                name = rec.name.removeprefix("execute_tool ").strip() or None
-            row.update(thread_id=thread_id, tool_call_id=call_id, tool_name=name, args=args_text,
-                       args_fingerprint=fingerprint(args_text) if args_text else None,
-                       **_effect_fields(args))
-        elif kind == Kind.QUEUE_RECEIVE:
-            row.update(delivery_count=delivery_count,
-                       message_id=_first(attrs, ("messaging.message.id",)),
-                       thread_id=_first(attrs, THREAD_KEYS))
-        else:
-            method = _first(attrs, HTTP_METHOD_KEYS)
-            resend = _first_int(attrs, ("http.request.resend_count",))
-            if resend is None and rec.kind == SpanKind.CLIENT:
-                resend = 0  # semconv sets it only on resends: a client span without it is try 0
-            row.update(
-                thread_id=thread_id, tool_call_id=call_id,
-                method=method.upper() if method else None, path=_path(attrs), status=http_status,
-                resend_count=resend,
-                request_id=_first(attrs, (*REQUEST_ID_KEYS, options.request_id_attribute)),
-                idempotency_key=_first(attrs, IDEMPOTENCY_KEY_KEYS),
-                proxy_attempt=_first_int(attrs, PROXY_ATTEMPT_KEYS),
-            )
-        rows.append(row)
-    return rows
+        self._rows.append(_Row(rec.origin, kind, rec.start_ns, rec.end_ns, rec.trace_id,
+                               rec.span_id, rec.parent_span_id, rec.name, self._worker,
+                               outcome, detail, **fields))
+        self._inherits.append(inherits)
+        return True
+
+    def frame(self) -> pd.DataFrame:
+        """The rows as a timeline, built column by column (times stay int ns until here)."""
+        n = len(self._rows)
+        if not n:
+            return from_columns({}, 0)
+        columns = dict(zip(_Row._fields, map(list, zip(*self._rows, strict=True)), strict=True))
+        resolved = _inherited(self._links)
+        pairs = zip(self._inherits, columns["thread_id"], strict=True)
+        columns["thread_id"] = [own if key is None else resolved[key][0] for key, own in pairs]
+        columns["tool_call_id"] = [None if key is None else resolved[key][1]
+                                   for key in self._inherits]
+        return from_columns({"source": [SOURCE] * n, **columns}, n)

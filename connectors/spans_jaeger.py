@@ -110,7 +110,8 @@ def _span(
         warn(f"span {span_id}: no readable startTime; skipped")
         return None
     duration = as_int(span.get("duration"))
-    end = start + duration * 1000 if duration is not None and duration >= 0 else None
+    # past pandas' last nanosecond (year 2262) the end is as unreadable as a garbled duration
+    end = epoch_ns(start + duration * 1000) if duration is not None and duration >= 0 else None
     if end is None and span.get("duration") is not None:
         warn(f"span {span_id}: unreadable duration; end left empty")
     bad: list[str] = []

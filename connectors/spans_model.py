@@ -52,6 +52,7 @@ class SpanRecord:
 
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
+_LOWER_HEX_DIGITS = "0123456789abcdef"
 
 
 def _normalise_id(value: Any, n_bytes: int) -> str | None:
@@ -60,7 +61,9 @@ def _normalise_id(value: Any, n_bytes: int) -> str | None:
     if not isinstance(value, str) or not value:
         return None
     width = 2 * n_bytes
-    if len(value) <= width and _HEX.fullmatch(value):
+    if len(value) == width and not value.strip(_LOWER_HEX_DIGITS):
+        text = value  # already in the canonical form (the usual case): nothing to convert
+    elif len(value) <= width and _HEX.fullmatch(value):
         text = value.lower().rjust(width, "0")
     else:
         try:
@@ -83,16 +86,17 @@ def span_id_hex(value: Any) -> str | None:
 
 def as_int(value: Any) -> int | None:
     """An integer given as int, integral float or decimal string; None for anything else."""
+    if isinstance(value, str):  # first: OTLP JSON writes 64-bit ints as strings
+        text = value.strip()
+        if text.lstrip("+-").isdigit():
+            return int(text)
+        return None
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
     if isinstance(value, float):
         return int(value) if value.is_integer() else None
-    if isinstance(value, str):
-        text = value.strip()
-        if text.lstrip("+-").isdigit():
-            return int(text)
     return None
 
 

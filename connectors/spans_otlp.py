@@ -38,16 +38,24 @@ class _Bad(Exception):
     """An attribute value that is not an AnyValue."""
 
 
+@functools.lru_cache(maxsize=64)
+def _tag(key: str) -> str:
+    """An AnyValue's key, whatever its spelling (`stringValue`, `string_value`): `stringvalue`."""
+    return key.replace("_", "").lower()
+
+
 @functools.cache
 def _snake(camel: str) -> str:
     return re.sub(r"(?<!^)([A-Z])", r"_\1", camel).lower()
 
 
+_ABSENT = object()
+
+
 def _get(obj: dict[str, Any], camel: str) -> Any:
     """A field by its JSON (lowerCamelCase) name, or by its proto (snake_case) name."""
-    if camel in obj:
-        return obj[camel]
-    return obj.get(_snake(camel))
+    value = obj.get(camel, _ABSENT)
+    return obj.get(_snake(camel)) if value is _ABSENT else value
 
 
 def any_value(value: Any) -> Any:
@@ -57,7 +65,9 @@ def any_value(value: Any) -> Any:
     if not value:
         return None
     ((key, inner),) = value.items()
-    tag = key.replace("_", "").lower()
+    if key == "stringValue" and isinstance(inner, str):  # by far the most common: no more work
+        return inner
+    tag = _tag(key)
     if tag == "stringvalue" and isinstance(inner, str):
         return inner
     if tag == "boolvalue" and isinstance(inner, bool):
@@ -91,8 +101,13 @@ def attributes(items: Any, bad: list[str]) -> dict[str, Any]:
         if not isinstance(key, str):
             bad.append("(entry without a key)")
             continue
+        value = item.get("value", {})
+        text = value.get("stringValue") if type(value) is dict and len(value) == 1 else None
+        if type(text) is str:
+            out[key] = text  # the usual attribute, a string: no need for the general reader
+            continue
         try:
-            out[key] = any_value(item.get("value", {}))
+            out[key] = any_value(value)
         except _Bad:
             bad.append(key)
     return out
@@ -129,10 +144,13 @@ def _exceptions(events: Any, bad: list[str]) -> list[tuple[str | None, str | Non
 
 
 def _span(
-    span: Any, resource: dict[str, Any], origin: str, where: str, warnings: list[SourceWarning]
+    span: Any, resource: dict[str, Any], origin: str, where: tuple[int, int, int],
+    warnings: list[SourceWarning],
 ) -> SpanRecord | None:
     def warn(detail: str) -> None:
-        warnings.append(SourceWarning(origin, f"{where}: {detail}"))
+        i, j, k = where  # the path is only spelled out for a warning: most spans have none
+        warnings.append(SourceWarning(
+            origin, f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]: {detail}"))
 
     if not isinstance(span, dict):
         warn("not a span object; skipped")
@@ -155,7 +173,8 @@ def _span(
         warn(f"span {span_id}: unreadable parentSpanId; treated as a root span")
     bad: list[str] = []
     attrs = attributes(_get(span, "attributes") or [], bad)
-    exceptions = _exceptions(_get(span, "events"), bad)
+    events = _get(span, "events")
+    exceptions = _exceptions(events, bad) if events else []
     if bad:
         warn(f"span {span_id}: unreadable attribute values ({', '.join(bad[:5])}); ignored")
     status, message = _status(_get(span, "status"))
@@ -208,8 +227,7 @@ def otlp_spans(doc: dict[str, Any], origin: str, warnings: list[SourceWarning]) 
                     origin, f"resourceSpans[{i}].scopeSpans[{j}] has no span list; skipped"))
                 continue
             for k, span in enumerate(spans):
-                where = f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"
-                rec = _span(span, resource, origin, where, warnings)
+                rec = _span(span, resource, origin, (i, j, k), warnings)
                 if rec is not None:
                     out.append(rec)
     return out

@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from twice.attempts import ATTEMPT_COLUMNS, normalize, provider_attempts
@@ -106,14 +107,27 @@ def analyze(timeline: pd.DataFrame, warnings: Sequence[SourceWarning] = (),
                   .drop_duplicates("tool_call_id").set_index("tool_call_id")["tool_name"])
 
     groups: list[Group] = []
+    # Only logical calls with two or more attempts are judged. One sort and one conversion to
+    # records for all of them: per-group pandas calls cost more than the judging itself.
     repeated = labels.map(labels.value_counts()) >= 2
-    for _, rows in attempts[repeated].groupby(labels[repeated], sort=False):
-        rows = rows.sort_values(["at", "attempt_id"], kind="stable")
-        gid = _group_id(rows["attempt_id"].astype(str).tolist())
-        rows = rows.assign(group_id=gid)
-        attempts.loc[rows.index, "group_id"] = gid
-        records: list[Attempt] = [{str(k): v for k, v in r.items()}
-                                  for r in rows.to_dict("records")]
+    multi = attempts[repeated].assign(_label=labels[repeated]).sort_values(
+        ["_label", "at", "attempt_id"], kind="stable")
+    gids = multi.groupby("_label", sort=False)["attempt_id"].transform(
+        lambda ids: _group_id([str(i) for i in ids]))
+    multi["group_id"] = gids
+    attempts.loc[multi.index, "group_id"] = gids
+    bounds = np.flatnonzero(np.diff(multi["_label"].to_numpy())) + 1
+    starts = [0, *bounds.tolist()]
+    ends = [*bounds.tolist(), len(multi)]
+    multi = multi.drop(columns="_label")
+    all_records: list[Attempt] = [{str(k): v for k, v in r.items()}
+                                  for r in multi.to_dict("records")]
+    for start, end in zip(starts, ends, strict=True):
+        if start == end:
+            continue
+        rows = multi.iloc[start:end]
+        records = all_records[start:end]
+        gid = str(records[0]["group_id"])
         dups = [judge(records[i - 1], records[i], ctx) for i in range(1, len(records))]
         calls = list(dict.fromkeys(str(r["tool_call_id"]) for r in records
                                    if isinstance(r["tool_call_id"], str)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -21,7 +22,7 @@ def _iso(ts: pd.Timestamp) -> str:
     return ts.tz_convert("UTC").isoformat().replace("+00:00", "Z")
 
 
-def attempt_dict(row: pd.Series) -> dict[str, Any]:
+def attempt_dict(row: Mapping[Any, Any]) -> dict[str, Any]:
     return {
         "attempt_id": str(row["attempt_id"]),
         "at": _iso(row["at"]),
@@ -46,7 +47,7 @@ def group_dict(group: Group) -> dict[str, Any]:
         "tool_name": group.tool_name,
         "thread_id": group.thread_id,
         "tool_call_ids": group.tool_call_ids,
-        "attempts": [attempt_dict(r) for _, r in group.attempts.iterrows()],
+        "attempts": [attempt_dict(r) for r in group.attempts.to_dict("records")],
         "duplicates": [{
             "first": d.first, "second": d.second, "gap_seconds": d.gap_seconds,
             "band": str(d.band), "layer": str(d.layer), "confidence": d.confidence,

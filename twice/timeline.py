@@ -8,7 +8,7 @@ this schema; the engine reads nothing else. Columns a source does not know stay 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -123,6 +123,55 @@ def make_timeline(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
         raise SchemaError(f"unknown timeline columns: {sorted(unknown)}")
     data = {name: [r.get(name) for r in rows] for name in COLUMN_NAMES}
     return coerce(pd.DataFrame(data))
+
+
+def from_columns(columns: Mapping[str, Sequence[Any]], n: int) -> pd.DataFrame:
+    """Build a timeline of `n` rows from column lists (absent columns are null).
+
+    The fast path for sources with many rows: each column is converted once, with no row dicts.
+    Times are int nanoseconds since the epoch, integers ints, text str; None is null.
+    `at_aligned` defaults to `at`.
+    """
+    if not n:
+        return empty_timeline()
+    unknown = set(columns) - set(COLUMN_NAMES)
+    if unknown:
+        raise SchemaError(f"unknown timeline columns: {sorted(unknown)}")
+    ragged = sorted(name for name, values in columns.items() if len(values) != n)
+    if ragged:
+        raise SchemaError(f"columns without {n} values: {ragged}")
+    data = {name: _column(columns.get(name), DTYPES[name], n) for name in COLUMN_NAMES}
+    data["at_aligned"] = data["at_aligned"].fillna(data["at"])
+    return pd.DataFrame(data)
+
+
+def _column(values: Sequence[Any] | None, dtype: str, n: int) -> pd.Series:
+    """One column of `from_columns` in its schema dtype."""
+    index = pd.RangeIndex(n)
+    if values is None:
+        return pd.Series(pd.NaT if dtype == TIME else pd.NA, index=index,
+                         dtype=_DTYPE_OBJECTS[dtype])
+    if dtype == TIME:
+        ns = pd.Series(pd.array(list(values), dtype=pd.Int64Dtype()), index=index)
+        return pd.to_datetime(ns, unit="ns", utc=True).astype(_DTYPE_OBJECTS[TIME])
+    if dtype == INT:
+        try:
+            return pd.Series(pd.array(list(values), dtype=pd.Int64Dtype()), index=index)
+        except (TypeError, ValueError, OverflowError):  # beyond int64: as `coerce` would
+            col = pd.Series(list(values), index=index, dtype=object)
+            return pd.to_numeric(col, errors="coerce").astype(_DTYPE_OBJECTS[INT])
+    text = pd.StringDtype()
+    if text.storage == "pyarrow":
+        # pandas keeps strings in Arrow here: making the Arrow array straight from the list is
+        # several times faster than pandas' own element-by-element conversion
+        import pyarrow as pa
+
+        try:
+            return pd.Series(pd.array(pa.array(values, type=pa.large_string()), dtype=text),
+                             index=index)
+        except (pa.ArrowTypeError, pa.ArrowInvalid):
+            pass  # not all str or None: pandas converts them as `coerce` does
+    return pd.Series(pd.array(list(values), dtype=text), index=index)
 
 
 def coerce(df: pd.DataFrame) -> pd.DataFrame:

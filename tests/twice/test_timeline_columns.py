@@ -1,0 +1,39 @@
+"""`from_columns`, the column-wise way connectors with many rows build a timeline: the same frame
+as `make_timeline` gives for the same rows."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from twice.timeline import SchemaError, from_columns, make_timeline, validate
+
+T0 = 1_717_424_400_000_000_000  # ns
+
+
+def test_same_frame_as_row_by_row() -> None:
+    rows = [
+        {"at": pd.Timestamp(T0, unit="ns", tz="UTC"), "source": "spans", "kind": "http_span",
+         "status": 200, "method": "POST", "end": None},
+        {"at": pd.Timestamp(T0 + 1, unit="ns", tz="UTC"), "source": "spans", "kind": "tool_span",
+         "status": None, "method": None, "end": pd.Timestamp(T0 + 5, unit="ns", tz="UTC"),
+         "at_aligned": pd.Timestamp(T0 + 2, unit="ns", tz="UTC")},
+    ]
+    columns = {"at": [T0, T0 + 1], "source": ["spans", "spans"],
+               "kind": ["http_span", "tool_span"], "status": [200, None],
+               "method": ["POST", None], "end": [None, T0 + 5], "at_aligned": [None, T0 + 2]}
+    frame = from_columns(columns, 2)
+    validate(frame)
+    pd.testing.assert_frame_equal(frame, make_timeline(rows), check_exact=True)
+    assert frame["at_aligned"].tolist() == [frame["at"][0], frame["at"][1] + pd.Timedelta(1)]
+
+
+def test_no_rows_is_the_empty_timeline() -> None:
+    pd.testing.assert_frame_equal(from_columns({}, 0), make_timeline([]))
+
+
+def test_schema_mistakes_are_refused() -> None:
+    with pytest.raises(SchemaError, match="unknown timeline columns"):
+        from_columns({"at": [T0], "source": ["x"], "kind": ["tool_span"], "colour": ["red"]}, 1)
+    with pytest.raises(SchemaError, match="without 2 values"):
+        from_columns({"at": [T0, T0], "source": ["x"], "kind": ["tool_span"] * 2}, 2)
