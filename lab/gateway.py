@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-from lab.loopback import LoopbackServer
+from lab.loopback import LoopbackServer, LoopbackService
 
 HOP_BY_HOP = {
     "connection",
@@ -82,7 +82,10 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class Gateway:
+class Gateway(LoopbackService):
+    handler = _Handler
+    thread_name = "lab-gateway"
+
     """`Gateway(upstream_url, retries=2, per_try_timeout=..., retry_on=(...))`, on 127.0.0.1."""
 
     def __init__(
@@ -107,29 +110,6 @@ class Gateway:
         self.attempts: list[GatewayAttempt] = []
         self._random = random.Random(seed)
         self._lock = threading.Lock()
-        self._httpd: LoopbackServer | None = None
-
-    def start(self) -> Gateway:
-        if self._httpd is None:
-            self._httpd = LoopbackServer(_Handler, self, "lab-gateway").serve()
-        return self
-
-    def stop(self) -> None:
-        httpd, self._httpd = self._httpd, None
-        if httpd is not None:
-            httpd.close()
-
-    def __enter__(self) -> Gateway:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        if self._httpd is None:
-            raise RuntimeError("Gateway is not started")
-        return self._httpd.url
 
     def backoff(self, retry: int) -> float:
         """Envoy's fully jittered backoff before retry number `retry` (1-based), capped at 10x."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 
 class LoopbackServer(ThreadingHTTPServer):
@@ -60,3 +60,44 @@ class LoopbackServer(ThreadingHTTPServer):
                 pass
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+
+class LoopbackService:
+    """start/stop/url/context manager for a lab fake served by a LoopbackServer.
+
+    Subclasses set `handler` and `thread_name`; `_on_start` / `_on_stop` hook extra work.
+    """
+
+    handler: type[BaseHTTPRequestHandler]
+    thread_name = "lab-service"
+    _httpd: LoopbackServer | None = None
+
+    def start(self) -> Self:
+        if self._httpd is None:
+            self._on_start()
+            self._httpd = LoopbackServer(self.handler, self, self.thread_name).serve()
+        return self
+
+    def stop(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            self._on_stop()
+            httpd.close()
+
+    def _on_start(self) -> None:
+        pass
+
+    def _on_stop(self) -> None:
+        pass
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        return self._httpd.url

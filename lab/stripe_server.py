@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from lab.loopback import LoopbackServer
+from lab.loopback import LoopbackServer, LoopbackService
 from lab.stripe_access import IdempotencyKeys, StoredResponse, authenticate, mask_key
 from lab.stripe_logs import write_events, write_logs_tail, write_request_log
 from lab.stripe_state import StripeState
@@ -129,7 +129,10 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the socket was reset on purpose
 
 
-class StripeServer:
+class StripeServer(LoopbackService):
+    handler = _Handler
+    thread_name = "lab-stripe-server"
+
     """A lab Stripe account served on 127.0.0.1 (free port) from a daemon thread."""
 
     def __init__(
@@ -150,34 +153,15 @@ class StripeServer:
         self.idempotency_keys = IdempotencyKeys()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd: LoopbackServer | None = None
         for customer_id, fields in _customer_specs(customers):
             self.add_customer(customer_id, **fields)
 
-    # -- lifecycle ------------------------------------------------------------------------
-    def start(self) -> StripeServer:
-        if self._httpd is None:
-            self._stopping.clear()
-            self._httpd = LoopbackServer(_Handler, self, "lab-stripe-server").serve()
-        return self
+    # -- lifecycle (start/stop/url from LoopbackService) --------------------------------
+    def _on_start(self) -> None:
+        self._stopping.clear()
 
-    def stop(self) -> None:
-        httpd, self._httpd = self._httpd, None
-        if httpd is not None:
-            self._stopping.set()  # wakes handlers sleeping in delay_after_commit
-            httpd.close()
-
-    def __enter__(self) -> StripeServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        if self._httpd is None:
-            raise RuntimeError("StripeServer is not started")
-        return self._httpd.url
+    def _on_stop(self) -> None:
+        self._stopping.set()  # wakes handlers sleeping in delay_after_commit
 
     # -- scenario helpers -----------------------------------------------------------------
     def now(self) -> float:

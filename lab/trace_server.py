@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from lab.loopback import LoopbackServer
+from lab.loopback import LoopbackServer, LoopbackService
 
 __all__ = ["TraceQLError", "TraceServer", "parse_traceql"]
 
@@ -209,7 +209,10 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class TraceServer:
+class TraceServer(LoopbackService):
+    handler = _Handler
+    thread_name = "lab-trace-server"
+
     """Spans in memory, served as Jaeger and as Tempo on 127.0.0.1 (free port)."""
 
     def __init__(self, spans: Path | list[dict[str, Any]], *, auth: tuple[str, str] | None = None,
@@ -222,7 +225,6 @@ class TraceServer:
         self._resource_attrs: list[dict[str, Any]] = []
         self._scopes: list[dict[str, Any]] = []
         self._traces: dict[str, list[_Span]] = {}
-        self._httpd: LoopbackServer | None = None
         exports = spans if isinstance(spans, list) else [
             json.loads(line) for line in Path(spans).read_text().splitlines() if line.strip()]
         for export in exports:
@@ -249,29 +251,6 @@ class TraceServer:
                         _int(raw.get("endTimeUnixNano"), start), raw,
                         _attributes(raw.get("attributes")), len(self._resources) - 1,
                         len(self._scopes) - 1))
-
-    # -- lifecycle --------------------------------------------------------------------------
-    def start(self) -> TraceServer:
-        if self._httpd is None:
-            self._httpd = LoopbackServer(_Handler, self, "lab-trace-server").serve()
-        return self
-
-    def stop(self) -> None:
-        httpd, self._httpd = self._httpd, None
-        if httpd is not None:
-            httpd.close()
-
-    def __enter__(self) -> TraceServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        if self._httpd is None:
-            raise RuntimeError("TraceServer is not started")
-        return self._httpd.url
 
     @property
     def trace_ids(self) -> list[str]:

@@ -9,11 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,18 +16,12 @@ import pytest
 
 from app.store import open_store
 from connectors import registry
+from tests.app.conftest import chromium, running_app
 from twice.timeline import concat
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 COMBINED = "two-incidents"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _load(name: str):  # type: ignore[no-untyped-def]
@@ -47,52 +36,23 @@ def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # two incidents in one investigation: two duplicates on the gap chart
     store.create("Step retry and redelivery", concat([_load("step_retry"), _load("redelivery")]),
                  id=COMBINED)
-    port = _free_port()
-    env = {**os.environ, "TWICE_STORE": str(store_path)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "web.py"),
-         "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    out = proc.stdout.read().decode() if proc.stdout else ""
-                    raise RuntimeError(f"streamlit did not start:\n{out}") from None
-                time.sleep(0.3)
+    with running_app({"TWICE_STORE": str(store_path)}) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    assert Path(CHROMIUM).exists(), "Debian's chromium is installed by scripts/test"
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+    with chromium() as b:
         yield b
-        b.close()
 
 
 def _shot(page: object, name: str, docs: bool = True) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
     if docs and os.environ.get("TWICE_SCREENSHOTS"):
-        docs = ROOT / "docs" / "screenshots"
-        docs.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ARTIFACTS / f"{name}.png", docs / f"{name}.png")
+        folder = ROOT / "docs" / "screenshots"
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ARTIFACTS / f"{name}.png", folder / f"{name}.png")
 
 
 def _verdict_heading(page: object) -> str:
