@@ -36,6 +36,10 @@ class SourceError(Exception):
         self.source = source
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[SourceError], tuple[str, str]]:
+        # rebuilt from (source, reason) when it crosses a process boundary
+        return (SourceError, (self.source, self.reason))
+
 
 class UnknownConnectorError(KeyError):
     """No connector of that name, or no connector recognises a file."""

@@ -38,21 +38,21 @@ class Group:
     attempts: pd.DataFrame  # rows of Analysis.attempts, oldest first
     duplicates: list[Duplicate]
     findings: list[Finding]
+    records: list[Attempt]  # the same attempts as plain records (cheap to read one by one)
 
     @property
     def last_at(self) -> pd.Timestamp:
-        return self.attempts["at"].max()
-
-    @property
-    def extra_effects(self) -> pd.DataFrame:
-        """Effects created beyond the first: the money at risk."""
-        created = self.attempts[self.attempts["effect"] == "created"]
-        return created.iloc[1:]
+        return max(r["at"] for r in self.records)
 
     def money_at_risk(self) -> dict[str, int]:
-        extra = self.extra_effects.dropna(subset=["amount"])
-        return {str(c or "?"): int(v) for c, v in
-                extra.groupby(extra["currency"].fillna("?"))["amount"].sum().items()}
+        """Amounts of the effects created beyond the first, per currency."""
+        created = [r for r in self.records if r["effect"] == "created"][1:]
+        risk: dict[str, int] = {}
+        for r in created:
+            if r["amount"] is not None and not pd.isna(r["amount"]):
+                cur = str(r["currency"] or "?")
+                risk[cur] = risk.get(cur, 0) + int(r["amount"])
+        return risk
 
     @property
     def worst_layer(self) -> Layer | None:
@@ -141,6 +141,7 @@ def analyze(timeline: pd.DataFrame, warnings: Sequence[SourceWarning] = (),
             attempts=rows,
             duplicates=dups,
             findings=findings_for(records, dups, ctx, opts.tolerance_s),
+            records=records,
         ))
     groups.sort(key=lambda g: g.last_at, reverse=True)
     return Analysis(groups=groups, attempts=attempts, timeline=aligned, offsets=offsets,

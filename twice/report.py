@@ -47,7 +47,7 @@ def group_dict(group: Group) -> dict[str, Any]:
         "tool_name": group.tool_name,
         "thread_id": group.thread_id,
         "tool_call_ids": group.tool_call_ids,
-        "attempts": [attempt_dict(r) for r in group.attempts.to_dict("records")],
+        "attempts": [attempt_dict(r) for r in group.records],
         "duplicates": [{
             "first": d.first, "second": d.second, "gap_seconds": d.gap_seconds,
             "band": str(d.band), "layer": str(d.layer), "confidence": d.confidence,
