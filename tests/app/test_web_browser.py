@@ -48,6 +48,10 @@ def browser() -> Iterator[object]:
 
 def _shot(page: object, name: str, docs: bool = True) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
+    # let the rest of the page finish drawing (a picture, not an assertion)
+    page.locator("[data-testid='stStatusWidget']").wait_for(  # type: ignore[attr-defined]
+        state="hidden", timeout=30_000)
+    page.wait_for_timeout(1500)  # type: ignore[attr-defined]
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
     if docs and os.environ.get("TWICE_SCREENSHOTS"):
         folder = ROOT / "docs" / "screenshots"
@@ -113,6 +117,12 @@ def test_timeline_and_incidents_views_render(app_url: str, browser: object) -> N
     page.goto(f"{app_url}/?inv=sample-redelivery&tab=timeline")
     page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
     _shot(page, "timeline")
+    page.goto(f"{app_url}/?inv=sample-redelivery&tab=notes")
+    page.get_by_role("button", name="Add note").wait_for(timeout=60_000)
+    _shot(page, "notes")
+    page.goto(f"{app_url}/?inv=sample-redelivery&tab=export")
+    page.get_by_role("button", name="Self-contained HTML report").wait_for(timeout=60_000)
+    _shot(page, "export")
     page.goto(f"{app_url}/")
     page.get_by_text("Incidents").first.wait_for(timeout=60_000)
     page.get_by_role("link", name="Sample: step retry").first.wait_for(timeout=30_000)
