@@ -101,6 +101,10 @@ def _logged_requests(requests: pd.DataFrame) -> pd.DataFrame:
     requests = requests.sort_values("at", kind="stable").copy()
     requests["_occ"] = requests.groupby(["request_id", "source"], dropna=False).cumcount()
     requests["_key_src"] = requests["source"].isin(_KEY_SOURCES)
+    # Field by field, the first non-null value wins: let the richer logs speak first (a request
+    # log carries the key, the replay flag and milliseconds; `stripe logs tail` has whole
+    # seconds and no key).
+    requests = requests.sort_values(["_key_src", "at"], ascending=[False, True], kind="stable")
     g = requests.groupby(["request_id", "_occ"], dropna=False, sort=False)
     out = g.agg({**{f: "first" for f in _FIELDS}, "source": _joined, "_key_src": "any"})
     return out.rename(columns={"_key_src": "key_recorded"}).reset_index()[cols]
@@ -172,13 +176,15 @@ def _effects(df: pd.DataFrame, events_loaded: bool) -> pd.Series:
 
 
 def _infer_replays(attempts: pd.DataFrame) -> None:
-    """A request that reused an earlier request's key and created nothing was replayed."""
+    """A request whose key another request created an effect with, and that created nothing
+    itself, was answered from the provider's idempotency cache: replayed."""
     if attempts.empty:
         return
     keyed = attempts["idempotency_key"].notna()
-    earlier = attempts[keyed].groupby("idempotency_key").cumcount() > 0
-    idx = earlier[earlier].index
-    mask = attempts.loc[idx, "effect"].isin(["unknown"])
-    attempts.loc[mask[mask].index, "effect"] = "replayed"
-    # A later request with the key that created again was NOT deduplicated (key expired or not
+    created_keys = set(attempts.loc[keyed & (attempts["effect"] == "created"),
+                                    "idempotency_key"])
+    replay = keyed & (attempts["effect"] == "unknown") & \
+        attempts["idempotency_key"].isin(list(created_keys))
+    attempts.loc[replay, "effect"] = "replayed"
+    # A request with the key that created again was NOT deduplicated (key expired or not
     # honoured): it stays "created".

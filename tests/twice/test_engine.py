@@ -278,3 +278,25 @@ def test_without_provider_records_executions_are_counted_from_spans_and_checkpoi
     assert [d["layer"] for d in group["duplicates"]] == ["step_retry", "model_reemission"]
     assert all(a["effect"] == "unknown" for a in group["attempts"])
     assert all(a["request_id"] is None for a in group["attempts"])
+
+
+def test_a_replay_named_by_two_logs_is_replayed_whichever_log_lists_it_first() -> None:
+    # `stripe logs tail` has whole seconds and no key; the request log has ms, key and the flag.
+    # Both requests fall in the same logged second, and the replay's id sorts first.
+    log = dict(source="stripe_logs", kind="provider_request", method="POST",
+               path="/v1/payment_intents", status=200, outcome="ok")
+    rows = [tool_span(0, 2, "tool1", "toolu_A"),
+            http_span(0.1, 0.2, "h1", "tool1", key="k1"),
+            http_span(0.9, 1.0, "h2", "tool1", req="req_0replay", key="k1", resend=1),
+            event(0, "req_orig", "k1", "pi_1"),
+            {**log, "at": at(0), "request_id": "req_orig"},
+            {**log, "at": at(0), "request_id": "req_0replay"},
+            dict(at=at(0.95), source="request_log", kind="provider_request",
+                 request_id="req_0replay", idempotency_key="k1", method="POST", path="/v1/payment_intents", status=200,
+                 outcome="replayed")]
+    report = run(rows)
+    dup = only_duplicate(report)
+    assert dup["layer"] == "sdk_retry"
+    assert dup["protected"] is True
+    effects = {a["attempt_id"]: a["effect"] for a in report["groups"][0]["attempts"]}
+    assert effects == {"req_orig": "created", "req_0replay": "replayed"}
