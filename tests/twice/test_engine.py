@@ -292,8 +292,8 @@ def test_a_replay_named_by_two_logs_is_replayed_whichever_log_lists_it_first() -
             {**log, "at": at(0), "request_id": "req_orig"},
             {**log, "at": at(0), "request_id": "req_0replay"},
             dict(at=at(0.95), source="request_log", kind="provider_request",
-                 request_id="req_0replay", idempotency_key="k1", method="POST", path="/v1/payment_intents", status=200,
-                 outcome="replayed")]
+                 request_id="req_0replay", idempotency_key="k1", method="POST",
+                 path="/v1/payment_intents", status=200, outcome="replayed")]
     report = run(rows)
     dup = only_duplicate(report)
     assert dup["layer"] == "sdk_retry"
