@@ -157,6 +157,17 @@ class HttpSource:
                             f"{response.text[:80]!r}") from None
 
 
+class BackendBase:
+    """What every trace backend holds: its HTTP source and how to read tool / request ids."""
+
+    def __init__(self, endpoint: Endpoint, *, timeout_s: float = 10.0,
+                 tool_attribute: str | None = None,
+                 request_id_attribute: str | None = None) -> None:
+        self.http = HttpSource(endpoint, timeout_s)
+        self.tool_attribute = tool_attribute
+        self.request_id_attribute = request_id_attribute
+
+
 def _error_text(response: httpx.Response) -> str:
     """The backend's own words for an error: Jaeger's `errors[].msg`, else the body's start."""
     try:

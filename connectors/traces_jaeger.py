@@ -20,8 +20,7 @@ from connectors import spans
 from connectors.base import LoadResult
 from connectors.spans_model import trace_id_hex
 from connectors.traces import (
-    Endpoint,
-    HttpSource,
+    BackendBase,
     TraceNotFoundError,
     epoch_us,
     require_trace_id,
@@ -30,15 +29,8 @@ from connectors.traces import (
 name = "jaeger"
 
 
-class JaegerBackend:
+class JaegerBackend(BackendBase):
     name = "jaeger"
-
-    def __init__(self, endpoint: Endpoint, *, timeout_s: float = 10.0,
-                 tool_attribute: str | None = None,
-                 request_id_attribute: str | None = None) -> None:
-        self.http = HttpSource(endpoint, timeout_s)
-        self.tool_attribute = tool_attribute
-        self.request_id_attribute = request_id_attribute
 
     def get_trace(self, trace_id: str) -> tuple[LoadResult, Any]:
         trace_id = require_trace_id(trace_id)

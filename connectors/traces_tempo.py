@@ -25,8 +25,8 @@ from connectors import spans
 from connectors.base import LoadResult
 from connectors.spans_model import trace_id_hex
 from connectors.traces import (
+    BackendBase,
     Endpoint,
-    HttpSource,
     TraceNotFoundError,
     require_trace_id,
     tempo_export,
@@ -55,15 +55,14 @@ def traceql(service: str | None = None, tags: dict[str, str] | None = None) -> s
     return "{ " + " && ".join(conditions) + " }" if conditions else "{}"
 
 
-class TempoBackend:
+class TempoBackend(BackendBase):
     name = "tempo"
 
     def __init__(self, endpoint: Endpoint, *, timeout_s: float = 10.0,
                  tool_attribute: str | None = None,
                  request_id_attribute: str | None = None) -> None:
-        self.http = HttpSource(endpoint, timeout_s)
-        self.tool_attribute = tool_attribute
-        self.request_id_attribute = request_id_attribute
+        super().__init__(endpoint, timeout_s=timeout_s, tool_attribute=tool_attribute,
+                         request_id_attribute=request_id_attribute)
         self.has_v2: bool | None = None  # unknown until a v2 call answers or 404s before v1 does
 
     def _fetch(self, trace_id: str) -> tuple[str, Any] | None:

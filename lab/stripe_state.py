@@ -189,14 +189,7 @@ class StripeState:
         self.charges[charge["id"]] = charge
         if charge["status"] == "failed":
             self._emit(ctx, "charge.failed", charge)
-            raise ApiError(
-                402,
-                "Your card was declined.",
-                type="card_error",
-                code="card_declined",
-                decline_code="generic_decline",
-                charge=charge["id"],
-            )
+            raise card_declined(charge["id"])
         self._emit(ctx, "charge.succeeded", charge)
 
     def create_charge(self, ctx: CallContext, params: JsonObject) -> JsonObject:
@@ -309,15 +302,7 @@ class StripeState:
             self.charges[charge["id"]] = charge
             self._emit(ctx, "charge.failed", charge)
             self._emit(ctx, "payment_intent.payment_failed", intent)
-            raise ApiError(
-                402,
-                "Your card was declined.",
-                type="card_error",
-                code="card_declined",
-                decline_code="generic_decline",
-                charge=charge["id"],
-                payment_intent=copy.deepcopy(intent),
-            )
+            raise card_declined(charge["id"], payment_intent=copy.deepcopy(intent))
         intent["status"] = "succeeded"
         intent["amount_received"] = intent["amount"]
         intent["payment_method"] = charge["payment_method"]
@@ -407,3 +392,9 @@ class StripeState:
             if collection != "events" and query.get(field):
                 items = [o for o in items if o.get(field) == query[field]]
         return paginate(items, query, f"/v1/{collection}", kind)
+
+
+def card_declined(charge_id: str, **extra: Any) -> ApiError:
+    """Stripe's 402 for a declined card, naming the charge (and what else the caller adds)."""
+    return ApiError(402, "Your card was declined.", type="card_error", code="card_declined",
+                    decline_code="generic_decline", charge=charge_id, **extra)
