@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
@@ -87,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("lab", add_help=False,
                    help="reproduce a layer with real libraries: `twice lab run SCENARIO --out "
                         "DIR`, `twice lab build-samples`")
+    sub.add_parser("sweep", add_help=False,
+                   help="every duplicate in a month of evidence, chunked, stored and resumable: "
+                        "`twice sweep DIR --chunk 1d`, `twice sweep --list`")
     sub.add_parser("drill", add_help=False,
                    help="practise on a lab incident with the verdict hidden: `twice drill "
                         "--level 2`, `twice drill --drill L2-4711`")
@@ -112,7 +116,10 @@ def _sources(args: argparse.Namespace) -> tuple[list[tuple[str, str | Path, dict
         for target in getattr(args, name):
             out.append((name, target, options(name)))
     for path in args.paths:
-        if path.is_dir():
+        dsn = _dsn(path)
+        if dsn is not None:
+            out.append(("checkpoints", dsn, {}))
+        elif path.is_dir():
             found, skipped = registry.scan_folder(path)
             if not found:
                 raise SourceError(str(path), "no evidence file twice recognises in this folder")
@@ -124,13 +131,18 @@ def _sources(args: argparse.Namespace) -> tuple[list[tuple[str, str | Path, dict
                 raise SourceError(str(path), "not a format twice reads (use a --<source> flag "
                                              "to say what it is)")
             out.append((name, path, options(name)))
-        elif str(path).startswith(("postgresql://", "postgres://")):
-            out.append(("checkpoints", str(path), {}))
         else:
             raise SourceError(redact(str(path)), "no such file or folder")
     if not out:
         raise SourceError("command line", "no evidence given: pass a folder, files or --<source>")
     return out, notes
+
+
+def _dsn(path: Path | str) -> str | None:
+    """A PostgreSQL DSN given where paths go. argparse made it a Path, which folds `://` to `:/`
+    (and so hid it from `redact`: its password reached the error message)."""
+    match = re.fullmatch(r"(postgres(?:ql)?):/+(.+)", str(path))
+    return f"{match[1]}://{match[2]}" if match else None
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -216,6 +228,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from lab.__main__ import main as lab_main
 
         return lab_main(argv[1:])
+    if argv[:1] == ["sweep"]:
+        from app.sweep_cli import main as sweep_main
+
+        return sweep_main(argv[1:])
     if argv[:1] == ["drill"]:
         from app.drill_cli import main as drill_main
 

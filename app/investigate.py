@@ -181,13 +181,18 @@ def save_folder(req: Request, result: Result, out: Path) -> list[Path]:
     if req.checkpoints and result.thread_ids:
         path = out / "checkpoints.sqlite"
         path.unlink(missing_ok=True)
-        if checkpoint_source.is_dsn(req.checkpoints):
-            from connectors.checkpoints_export import export_threads
+        try:
+            if checkpoint_source.is_dsn(req.checkpoints):
+                from connectors.checkpoints_export import export_threads
 
-            export_threads(req.checkpoints, result.thread_ids, path)
-        else:
-            _copy_sqlite_threads(Path(req.checkpoints), result.thread_ids, path)
-        written.append(path)
+                export_threads(req.checkpoints, result.thread_ids, path)
+            else:
+                _copy_sqlite_threads(Path(req.checkpoints), result.thread_ids, path)
+            written.append(path)
+        except SourceError as exc:
+            # one more failed source: the rest of the folder is still worth saving
+            path.unlink(missing_ok=True)
+            result.errors.append(f"saving checkpoints: {exc}")
     if result.trace_documents and result.trace_backend:
         from connectors.traces import save_traces
 

@@ -1,12 +1,17 @@
 """A self-contained HTML report of an investigation, for a postmortem.
 
 Everything that came from the evidence (ids, arguments, notes) is escaped: the report shows it,
-never runs it. plotly.js is inlined so the file opens offline.
+never runs it; control and bidi characters are shown as `<U+202E>`, not obeyed. plotly.js is
+inlined so the file opens offline, and a Content-Security-Policy lets only the report's own
+scripts run (by hash), so text that ever slipped past the escaping still could not execute.
 """
 
 from __future__ import annotations
 
-from html import escape
+import base64
+import hashlib
+import re
+from html import escape as _escape
 
 from app.figures import duplicates_frame, gaps_figure, timeline_figure
 from app.store import Snapshot
@@ -22,11 +27,33 @@ table{border-collapse:collapse} td,th{border:1px solid #ddd;padding:.2em .5em;fo
 """
 
 
+# C0/C1 controls (terminal escapes, NUL) and the bidi controls that reorder what follows.
+_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                        "\u2066-\u2069]")
+_SCRIPT = re.compile(r"<script[^>]*>(.*?)</script>", re.S)
+
+
+def visible(text: str) -> str:
+    """Evidence or user text with control and bidi characters shown (`<U+202E>`), not obeyed."""
+    return _INVISIBLE.sub(lambda m: f"<U+{ord(m[0]):04X}>", text)
+
+
+def escape(text: str) -> str:
+    return _escape(visible(text))
+
+
+def _csp(body: str) -> str:
+    """A policy that runs exactly the inline scripts plotly wrote, nothing else."""
+    hashes = " ".join(
+        "'sha256-" + base64.b64encode(hashlib.sha256(m.encode()).digest()).decode() + "'"
+        for m in dict.fromkeys(_SCRIPT.findall(body))) or "'none'"
+    return (f"default-src 'none'; script-src {hashes}; "
+            "style-src 'unsafe-inline'; img-src data:; font-src data:")
+
+
 def build_report(snap: Snapshot, analysis: Analysis) -> str:
     s = snap.summary
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>twice: "
-             f"{escape(s.title)}</title><style>{STYLE}</style></head><body>",
-             f"<h1>{escape(s.title)}</h1>",
+    parts = [f"<h1>{escape(s.title)}</h1>",
              f"<p>Investigation <code>{escape(s.id)}</code>, saved "
              f"{s.created_at:%Y-%m-%d %H:%M} UTC; sources: {escape(', '.join(s.sources))}; "
              f"{len(analysis.groups)} logical calls executed more than once.</p>"]
@@ -59,5 +86,8 @@ def build_report(snap: Snapshot, analysis: Analysis) -> str:
         for n in snap.notes:
             parts.append(f"<p><b>{escape(n.author)}</b> ({n.at:%Y-%m-%d %H:%M} UTC)</p>"
                          f"<pre>{escape(n.text)}</pre>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    body = "\n".join(parts)
+    return (f"<!doctype html><html><head><meta charset='utf-8'>"
+            f"<meta http-equiv='Content-Security-Policy' content=\"{_csp(body)}\">"
+            f"<title>twice: {escape(s.title)}</title><style>{STYLE}</style></head><body>\n"
+            f"{body}\n</body></html>")

@@ -215,7 +215,8 @@ def prepare(title: str, timeline: pd.DataFrame, *, provider: str, sources: Seque
     ids: set[str] = set()
     for column in SEARCH_COLUMNS:
         ids.update(timeline[column].dropna().astype(str))
-    search_text = "\n".join([title, *clean_tags, *sorted(ids)]).lower()
+    # without NUL: SQLite's LIKE stops at the first one, hiding every id after it
+    search_text = "\n".join([title, *clean_tags, *sorted(ids)]).lower().replace("\x00", "")
     return Prepared(summary=summary, layers=f" {' '.join(sorted(layers))} ",
                     search_text=search_text,
                     parquet=timeline_to_parquet(timeline),

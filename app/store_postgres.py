@@ -7,6 +7,7 @@ a `statement_timeout` on every connection, and the DSN's password never in an er
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -16,7 +17,8 @@ import psycopg
 from psycopg import errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_dumps
+from psycopg.types.string import StrDumperUnknown
 
 from app.store import (
     InvestigationExists,
@@ -96,11 +98,72 @@ def _v1(conn: psycopg.Connection[Any]) -> None:
         conn.execute(statement)
 
 
+def _v2(conn: psycopg.Connection[Any]) -> None:
+    """Sweeps (app.sweep); the twin of app.store_sqlite._v2."""
+    for statement in (
+        """CREATE TABLE sweeps (
+            id TEXT PRIMARY KEY,
+            created_at TIMESTAMPTZ NOT NULL,
+            finished_at TIMESTAMPTZ,
+            params JSONB NOT NULL,
+            chunks_total INTEGER NOT NULL,
+            warnings JSONB NOT NULL
+        )""",
+        """CREATE TABLE sweep_chunks (
+            sweep_id TEXT NOT NULL REFERENCES sweeps (id) ON DELETE CASCADE,
+            chunk INTEGER NOT NULL,
+            start_at TIMESTAMPTZ NOT NULL,
+            end_at TIMESTAMPTZ NOT NULL,
+            group_count INTEGER NOT NULL,
+            done_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (sweep_id, chunk)
+        )""",
+        """CREATE TABLE sweep_groups (
+            sweep_id TEXT NOT NULL REFERENCES sweeps (id) ON DELETE CASCADE,
+            group_id TEXT NOT NULL,
+            chunk INTEGER NOT NULL,
+            investigation_id TEXT NOT NULL,
+            first_at TIMESTAMPTZ NOT NULL,
+            last_at TIMESTAMPTZ NOT NULL,
+            layer TEXT,
+            confidence DOUBLE PRECISION,
+            protected BOOLEAN NOT NULL,
+            money_at_risk JSONB NOT NULL,
+            customer TEXT,
+            tool_name TEXT,
+            thread_id TEXT,
+            attempts INTEGER NOT NULL,
+            PRIMARY KEY (sweep_id, group_id)
+        )""",
+        "CREATE INDEX sweep_groups_first ON sweep_groups (sweep_id, first_at)",
+    ):
+        conn.execute(statement)
+
+
 # Applied in order at open, like app.store_sqlite.MIGRATIONS (keep the two in step).
-MIGRATIONS: list[Migration] = [_v1]
+MIGRATIONS: list[Migration] = [_v1, _v2]
 
 _SUMMARY_COLUMNS = ("id, title, created_at, provider, group_count AS groups, worst_layer, "
                     "money_at_risk, sources, tags")
+
+
+class _NulSafeStr(StrDumperUnknown):
+    def dump(self, obj: str) -> Any:
+        return super().dump(obj.replace("\x00", "\ufffd"))
+
+
+def _no_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_no_nul(k): _no_nul(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_no_nul(v) for v in value]
+    return value
+
+
+def _json_dumps_nul_safe(value: Any) -> str:
+    return json.dumps(_no_nul(value))
 
 
 class PostgresStore:
@@ -130,6 +193,10 @@ class PostgresStore:
             conn = psycopg.connect(self._conninfo, row_factory=dict_row)
         except psycopg.Error as exc:
             raise StoreError(f"{self.name}: cannot connect ({_reason(exc)})") from None
+        # PostgreSQL text and jsonb cannot hold NUL, which evidence can (a JSON "\u0000"):
+        # stored as U+FFFD instead of the whole investigation failing to save
+        conn.adapters.register_dumper(str, _NulSafeStr)
+        set_json_dumps(_json_dumps_nul_safe, context=conn)
         try:
             with conn, conn.transaction():
                 yield conn

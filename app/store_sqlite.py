@@ -93,9 +93,52 @@ def _v1(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
-# Applied in order at open; schema version N = MIGRATIONS[:N] applied. Version 2 is one more
+def _v2(conn: sqlite3.Connection) -> None:
+    """Sweeps (app.sweep): a sweep, its finished chunks, and the duplicate groups it found (each
+    also saved as an investigation, under `investigation_id`)."""
+    for statement in (
+        """CREATE TABLE sweeps (
+            id TEXT PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            finished_at TEXT,
+            params TEXT NOT NULL,              -- JSON: sources (redacted), window, chunk, options
+            chunks_total INTEGER NOT NULL,
+            warnings TEXT NOT NULL             -- JSON list of {"source", "detail"}
+        )""",
+        """CREATE TABLE sweep_chunks (
+            sweep_id TEXT NOT NULL REFERENCES sweeps (id) ON DELETE CASCADE,
+            chunk INTEGER NOT NULL,
+            start_at TEXT NOT NULL,
+            end_at TEXT NOT NULL,
+            group_count INTEGER NOT NULL,
+            done_at TEXT NOT NULL,
+            PRIMARY KEY (sweep_id, chunk)
+        )""",
+        """CREATE TABLE sweep_groups (
+            sweep_id TEXT NOT NULL REFERENCES sweeps (id) ON DELETE CASCADE,
+            group_id TEXT NOT NULL,
+            chunk INTEGER NOT NULL,
+            investigation_id TEXT NOT NULL,
+            first_at TEXT NOT NULL,
+            last_at TEXT NOT NULL,
+            layer TEXT,
+            confidence REAL,
+            protected INTEGER NOT NULL,
+            money_at_risk TEXT NOT NULL,       -- JSON {"usd": 900}
+            customer TEXT,
+            tool_name TEXT,
+            thread_id TEXT,
+            attempts INTEGER NOT NULL,
+            PRIMARY KEY (sweep_id, group_id)
+        )""",
+        "CREATE INDEX sweep_groups_first ON sweep_groups (sweep_id, first_at)",
+    ):
+        conn.execute(statement)
+
+
+# Applied in order at open; schema version N = MIGRATIONS[:N] applied. Version 3 is one more
 # function appended here (and its twin in app.store_postgres).
-MIGRATIONS: list[Migration] = [_v1]
+MIGRATIONS: list[Migration] = [_v1, _v2]
 
 _SUMMARY_COLUMNS = ("id, title, created_at, provider, group_count AS groups, worst_layer, "
                     "money_at_risk, sources, tags")

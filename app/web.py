@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from app import auth
 from app import web_views as views
 from app.store import InvestigationExists, Note, Store, StoreError, open_store
 from app.view_state import ViewState, from_query, to_query
@@ -62,14 +63,25 @@ def go(state: ViewState) -> None:
 
 def main() -> None:
     st.set_page_config(page_title="twice", page_icon="⧉", layout="wide")
+    if not auth.gate():  # served to a team: sign-in or the shared token first (app/auth.py)
+        return
     state = from_query(st.query_params.to_dict())
     try:
         store = get_store()
     except StoreError as exc:
-        st.error(f"The investigation store cannot be opened: {exc}")
+        st.error(f"The investigation store cannot be opened: {views.md_text(str(exc))}")
         return
     with st.sidebar:
         views.sidebar(store, state, go)
+        auth.sign_out_button()
+        if st.button("Sweeps", width="stretch"):  # the sweeps page (app/sweep_views.py)
+            st.query_params.from_dict({"sweep": "all"})
+            st.rerun()
+    if "sweep" in st.query_params:
+        from app.sweep_views import page as sweep_page
+
+        sweep_page(store, st.query_params.to_dict())
+        return
     if "drill" in st.query_params:  # training drills: app/drill_views.py
         from app.drill_views import page
 

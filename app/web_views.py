@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from app.figures import attempt_comparison, duplicates_frame, gaps_figure, timeline_figure
-from app.report_html import build_report
+from app.report_html import build_report, visible
 from app.store import Note, Override, Snapshot, Store, effective_overrides
 from app.view_state import ViewState, link
 from connectors import registry, timeline_file
@@ -65,13 +65,21 @@ def incidents(store: Store, state: ViewState, go: Go) -> None:
         "open": st.column_config.LinkColumn("open", display_text="open")})
     for s in rows:
         layer = f" · worst layer **{s.worst_layer}**" if s.worst_layer else " · no duplicate"
-        st.markdown(f"- [{_md_text(s.title)}]({link('', ViewState(inv=s.id, tab='verdict'))})"
-                    f"{layer} · {s.groups} groups · money at risk {_money(s.money_at_risk)}")
+        st.markdown(f"- [{md_text(s.title)}]({link('', ViewState(inv=s.id, tab='verdict'))})"
+                    f"{layer} · {s.groups} groups · money at risk "
+                    f"{md_text(_money(s.money_at_risk))}")
 
 
-def _md_text(text: str) -> str:
-    """Text from evidence or users shown inside markdown: no markup, no links."""
-    return "".join("\\" + c if c in "\\`*_{}[]()<>#+-.!|~" else c for c in text)
+# Markdown's punctuation and `$` (Streamlit renders $...$ as math): escaped, so evidence text
+# is shown as typed (`:red[...]` directives need the escaped `[`).
+_MARKUP = frozenset("\\`*_{}[]()<>#+-.!|~$")
+
+
+def md_text(text: str) -> str:
+    """Text from evidence or users shown inside markdown: no markup, no links, no math, one line
+    (a newline would end the list item or link it sits in)."""
+    flat = visible(text.replace("\r\n", " ").replace("\n", " ").replace("\t", " "))
+    return "".join("\\" + c if c in _MARKUP else c for c in flat)
 
 
 def _pick(analysis: Analysis, state: ViewState) -> tuple[pd.DataFrame, str | None]:
@@ -85,10 +93,14 @@ def _pick(analysis: Analysis, state: ViewState) -> tuple[pd.DataFrame, str | Non
 def investigation(store: Store, snap: Snapshot, analysis: Analysis, state: ViewState,
                   go: Go) -> None:
     s = snap.summary
-    st.title(_md_text(s.title))
-    st.caption(f"{s.provider} · {len(analysis.groups)} duplicate groups · worst layer "
-               f"{s.worst_layer or '—'} · money at risk {_money(s.money_at_risk)} · saved "
+    st.title(md_text(s.title))
+    st.caption(f"{md_text(s.provider)} · {len(analysis.groups)} duplicate groups · worst "
+               f"layer {s.worst_layer or '—'} · money at risk "
+               f"{md_text(_money(s.money_at_risk))} · saved "
                f"{s.created_at:%Y-%m-%d %H:%M} UTC · id `{s.id}`")
+    for warning in snap.warnings:
+        if warning.get("source") == LIVE_ERRORS:
+            st.warning(md_text(str(warning.get("detail", ""))))
     dups, key = _pick(analysis, state)
     if key and len(dups):
         labels = {k: f"{r.layer} · gap {fmt_gap(r.gap_seconds)} · {r.second}"
@@ -133,7 +145,7 @@ def _timeline(store: Store, snap: Snapshot, analysis: Analysis, state: ViewState
                "do not fit are drawn as counts per time bucket (attempts are always points). "
                "Narrow the window with t0/t1 in the URL to see every row.")
     for o in analysis.offsets:
-        st.caption(f"Clock: {o.source} runs {o.seconds:+.3f} s off the spans "
+        st.caption(f"Clock: {md_text(o.source)} runs {o.seconds:+.3f} s off the spans "
                    f"({o.pairs} pairs: {o.basis}).")
 
 
@@ -170,7 +182,7 @@ def _verdict_summary(dups: pd.DataFrame, key: str | None) -> None:
     if key is None:
         return
     row = dups[dups["key"] == key].iloc[0]
-    st.markdown(f"**Selected:** {_md_text(str(row['second']))} — **{row['layer']}** "
+    st.markdown(f"**Selected:** {md_text(str(row['second']))} — **{row['layer']}** "
                 f"(confidence {row['confidence']:.2f}, gap {fmt_gap(row['gap_seconds'])})")
 
 
@@ -190,19 +202,19 @@ def _verdict(store: Store, snap: Snapshot, analysis: Analysis, state: ViewState,
     cols[3].metric("Second effect", "no (protected)" if dup.protected else "yes")
     if override is not None:
         verb = "confirmed" if override.confirmed else f"overridden to **{override.layer}**"
-        st.info(f"Investigator {_md_text(override.author)} {verb}: "
-                f"{_md_text(override.reason)}")
+        st.info(f"Investigator {md_text(override.author)} {verb}: "
+                f"{md_text(override.reason)}")
     st.subheader("Evidence")
     for item in dup.evidence:
-        st.markdown(f"- {_md_text(item)}")
-    st.caption(_md_text(f"Attempts: {dup.first} then {dup.second} in group {group.group_id} "
-                        f"(thread {group.thread_id}, tool {group.tool_name})."))
+        st.markdown(f"- {md_text(item)}")
+    st.caption(md_text(f"Attempts: {dup.first} then {dup.second} in group {group.group_id} "
+                       f"(thread {group.thread_id}, tool {group.tool_name})."))
     if group.findings:
         st.subheader("Findings")
         for f in group.findings:
-            st.markdown(f"- **{f.code}** — {_md_text(f.detail)}  \n  *Fix:* {_md_text(f.fix)}")
+            st.markdown(f"- **{f.code}** — {md_text(f.detail)}  \n  *Fix:* {md_text(f.fix)}")
     st.subheader("Fix")
-    st.markdown(_md_text(dup.fix))
+    st.markdown(md_text(dup.fix))
     if dup.layer in CODE_EXAMPLES:
         st.code(CODE_EXAMPLES[dup.layer], language="python")
     st.subheader("The two attempts side by side")
@@ -217,8 +229,8 @@ def _override_for(snap: Snapshot, group_id: str, duplicate: str) -> Override | N
 def _notes(store: Store, snap: Snapshot, analysis: Analysis, state: ViewState, go: Go,
            dups: pd.DataFrame, key: str | None, group: Group | None) -> None:
     for note in sorted(snap.notes, key=lambda n: n.at):
-        st.markdown(f"**{_md_text(note.author)}** · {note.at:%Y-%m-%d %H:%M} UTC")
-        st.text(note.text)  # plain text: notes never render as markup
+        st.markdown(f"**{md_text(note.author)}** · {note.at:%Y-%m-%d %H:%M} UTC")
+        st.text(visible(note.text))  # plain text: notes never render as markup
     with st.form("note", clear_on_submit=True):
         author = st.text_input("Your name")
         text = st.text_area("Note")
@@ -232,7 +244,7 @@ def _notes(store: Store, snap: Snapshot, analysis: Analysis, state: ViewState, g
     second = key.split(":", 1)[1]
     dup = next(d for d in group.duplicates if d.second == second)
     with st.form("override"):
-        st.markdown(f"Confirm or override the verdict on {_md_text(dup.second)} "
+        st.markdown(f"Confirm or override the verdict on {md_text(dup.second)} "
                     f"(twice says **{dup.layer.value}**)")
         layers = [x.value for x in Layer]
         layer = st.selectbox("Layer", layers, index=layers.index(dup.layer.value))
@@ -299,7 +311,7 @@ def _upload_form(store: Store, go: Go) -> None:
                 raise SourceError("upload", "none of these files is a format twice reads")
             loaded = registry.load_all([(n, p, {}) for n, p in found])
         except SourceError as exc:
-            st.error(str(exc).replace(tmp + "/", ""))
+            st.error(md_text(str(exc).replace(tmp + "/", "")))
             return
     inv = store.create(title or "Uploaded evidence", loaded.rows,
                        sources=sorted({n for n, _ in found}),
@@ -308,20 +320,40 @@ def _upload_form(store: Store, go: Go) -> None:
     go(ViewState(inv=inv, tab="verdict"))
 
 
+# The live form's secrets (the Stripe key, a DSN with a password) are taken out of their fields
+# when the form is sent, so they live for one request in this process and are never echoed back
+# to the page, kept in the session, saved or put in a link.
+_SECRET_FIELDS = {"live_stripe_key": "_live_stripe_key", "live_checkpoints": "_live_checkpoints"}
+LIVE_ERRORS = "live investigation"  # the source named by a saved partial run's errors
+STRIPE_BASE_URL_ENV = "TWICE_STRIPE_BASE_URL"  # a Stripe-compatible server (the lab, a proxy)
+
+
+def _take_secrets() -> None:
+    for field, once in _SECRET_FIELDS.items():
+        st.session_state[once] = st.session_state.get(field, "")
+        st.session_state[field] = ""
+
+
 def _live_form(store: Store, go: Go) -> None:
+    import os
+
     from app.investigate import Request, investigate
 
     with st.form("live"):
         subject = st.text_input("Customer, payment intent or charge id", placeholder="cus_...")
         around = st.text_input("Around (UTC)", placeholder="2024-06-03T14:21Z")
         hours = st.number_input("Window (hours)", min_value=0.25, max_value=48.0, value=2.0)
-        key = st.text_input("Stripe restricted key (kept for this session only)",
-                            type="password")
-        checkpoints = st.text_input("Checkpoints DSN or SqliteSaver path (optional)")
+        st.text_input("Stripe restricted key (used for this request only, never saved)",
+                      type="password", key="live_stripe_key")
+        st.text_input("Checkpoints DSN or SqliteSaver path (optional)", type="password",
+                      key="live_checkpoints")
         traces = st.text_input("Trace backend (optional)",
                                placeholder="jaeger+http://host:16686")
-        if not st.form_submit_button("Investigate"):
-            return
+        sent = st.form_submit_button("Investigate", on_click=_take_secrets)
+    key = str(st.session_state.pop(_SECRET_FIELDS["live_stripe_key"], "") or "")
+    checkpoints = str(st.session_state.pop(_SECRET_FIELDS["live_checkpoints"], "") or "")
+    if not sent:
+        return
     try:
         when = pd.Timestamp(around)
         when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
@@ -330,14 +362,18 @@ def _live_form(store: Store, go: Go) -> None:
         return
     req = Request(subject=subject.strip(), around=when.to_pydatetime(),
                   window=timedelta(hours=float(hours)), stripe_key=key,
-                  checkpoints=checkpoints or None, traces=traces or None)
+                  checkpoints=checkpoints or None, traces=traces or None,
+                  stripe_base_url=os.environ.get(STRIPE_BASE_URL_ENV) or None)
     with st.status("Pulling evidence…") as status:
-        result = investigate(req, progress=status.write)
+        result = investigate(req, progress=lambda message: status.write(md_text(message)))
     for error in result.errors:
-        st.error(f"Partial: {error}")
+        st.error(f"Partial: {md_text(error)}")
     if result.rows.empty:
         return
+    # the failed sources are saved with it: the page moves on, and a shared link must say so too
+    failed = [{"source": LIVE_ERRORS, "detail": f"Partial: {e}"} for e in result.errors]
     inv = store.create(f"Live: {req.subject} around {when:%Y-%m-%d %H:%M}", result.rows,
                        sources=sorted(set(result.rows["source"].dropna())),
+                       warnings=[*result.warnings, *failed],
                        tags=["live", *(["partial"] if result.partial else [])])
     go(ViewState(inv=inv, tab="verdict"))

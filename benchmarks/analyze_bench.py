@@ -11,6 +11,9 @@ retry with a new key). Then, each in a fresh subprocess so peak memory is its ow
   floor    read + orjson.loads every line of the JSON files
   analyze  load all sources + analyze (what `twice analyze --format json` does)
 and records wall time, peak RSS and events per second.
+
+`generate` is also the data of benchmarks/suite.py (10k / 100k / 1M events, growth table,
+DuckDB comparison) and benchmarks/web_render_bench.py.
 """
 
 from __future__ import annotations

@@ -17,8 +17,11 @@ import pandas as pd
 
 from twice.timeline import SourceWarning, empty_timeline
 
-__all__ = ["Connector", "LoadResult", "SourceError", "SourceWarning", "UnknownConnectorError",
-           "redact"]
+__all__ = ["INT64_MAX", "INT64_MIN", "Connector", "LoadResult", "SourceError", "SourceWarning",
+           "UnknownConnectorError", "fits_int64", "redact"]
+
+# The timeline's integer columns are Int64: a value beyond them is a bad record, not a row.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass
@@ -39,6 +42,10 @@ class SourceError(Exception):
     def __reduce__(self) -> tuple[type[SourceError], tuple[str, str]]:
         # rebuilt from (source, reason) when it crosses a process boundary
         return (SourceError, (self.source, self.reason))
+
+
+def fits_int64(value: int) -> bool:
+    return INT64_MIN <= value <= INT64_MAX
 
 
 class UnknownConnectorError(KeyError):

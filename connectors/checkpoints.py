@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from connectors.base import LoadResult, SourceWarning, redact
+from connectors.base import LoadResult, SourceWarning, fits_int64, redact
 from connectors.checkpoints_decode import (
     CheckpointRecord,
     ToolCallFact,
@@ -278,13 +278,15 @@ def _int(value: Any) -> int | None:
     """An integer, or None: amounts are minor units, so 19.99 is not an amount we can keep."""
     if isinstance(value, bool):
         return None
+    number = None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return None
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("-").isascii() \
+            and value.strip().lstrip("-").isdigit() and len(value.strip()) <= 20:
+        number = int(value)
+    return number if number is not None and fits_int64(number) else None
 
 
 def _worker(meta: Mapping[str, Any]) -> str | None:

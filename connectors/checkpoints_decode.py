@@ -29,6 +29,8 @@ from connectors.base import SourceWarning
 _SAFE_TYPES = frozenset({"msgpack", "json", "null", "bytes", "bytearray"})
 _EMPTY_TYPES = frozenset({"empty"})  # PostgresSaver's marker for a channel without a value
 
+# Times a timeline can hold (pandas datetime64[ns], 1677-2262).
+_MIN_NS, _MAX_NS = -(2**63) + 1, 2**63 - 1
 # 100 ns intervals between the Gregorian epoch (UUID time zero) and the Unix epoch.
 _UUID_EPOCH_OFFSET = 0x01B21DD213814000
 
@@ -297,7 +299,8 @@ def uuid6_time_ns(checkpoint_id: str) -> int | None:
     if u.version != 6:
         return None
     ticks = (u.time_low << 28) | (u.time_mid << 12) | (u.time_hi_version & 0x0FFF)
-    return (ticks - _UUID_EPOCH_OFFSET) * 100
+    ns = (ticks - _UUID_EPOCH_OFFSET) * 100
+    return ns if _MIN_NS <= ns <= _MAX_NS else None  # past year 2262: not a real checkpoint
 
 
 def uuid6_bound(at_ns: int, upper: bool) -> str:
@@ -377,6 +380,7 @@ def parse_ts(ts: Any) -> int | None:
     if not isinstance(ts, str) or not ts:
         return None
     try:
-        return datetime_ns(datetime.fromisoformat(ts))
-    except ValueError:
+        ns = datetime_ns(datetime.fromisoformat(ts))
+    except (ValueError, OverflowError):
         return None
+    return ns if _MIN_NS <= ns <= _MAX_NS else None

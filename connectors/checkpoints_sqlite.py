@@ -44,6 +44,8 @@ def read_sqlite(
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as exc:
         raise SourceError(source, f"cannot open SQLite database: {exc}") from None
+    # a damaged file can hold text that is not UTF-8: read it with U+FFFD, do not fail on it
+    conn.text_factory = _text
     try:
         has_writes = _check_tables(conn, source, warnings)
         with BlobDecoder(source, warnings) as decoder:
@@ -51,9 +53,16 @@ def read_sqlite(
             writes = _read_writes(conn, source, window, decoder) if has_writes else []
     except sqlite3.DatabaseError as exc:
         raise SourceError(source, f"cannot read SQLite database: {exc}") from None
+    except UnicodeDecodeError:  # a damaged schema: names that are not UTF-8
+        raise SourceError(source, "cannot read SQLite database: its schema is not UTF-8 text "
+                                  "(a damaged file?)") from None
     finally:
         conn.close()
     return checkpoints, writes
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
 
 
 def _check_header(path: Path) -> None:

@@ -8,6 +8,10 @@ are looked up under their own name. Only `request_id` and `created` are required
 `body` may be form-encoded (`amount=2000&currency=usd&metadata[thread_id]=t1`, what stripe-python
 sends; lists as `items[0][price]=...`) or JSON. It is parsed into `args` / `args_fingerprint`,
 `amount`, `currency`, `subject` (customer) and thread / tool call ids stamped in `metadata`.
+
+Limits: files up to 1 GiB (`connectors.jsonfile`); a CSV field over 128 KiB (Python csv's
+limit) makes its record a warning; amounts and statuses beyond 64-bit integers are left empty
+with a warning.
 """
 
 from __future__ import annotations

@@ -17,18 +17,29 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from connectors import spans_fast
 from connectors.base import LoadResult, SourceError, SourceWarning
-from connectors.jsonfile import json_documents
 from connectors.spans_interpret import Options, SpanRows
 from connectors.spans_jaeger import jaeger_spans
 from connectors.spans_model import SpanRecord
 from connectors.spans_otlp import otlp_spans
+from connectors.spans_read import span_documents
 
 name = "spans"
 
 
 def _records(doc: Any, origin: str, warnings: list[SourceWarning]) -> list[SpanRecord] | None:
     """Spans of one JSON document; None when the document is neither OTLP nor Jaeger."""
+    if isinstance(doc, spans_fast.FastDocument):  # an exporter's line, decoded the fast way
+        found = spans_fast.records(doc, origin)
+        if found is not None:
+            return found
+        try:
+            doc = doc.general()  # some part needs a warning: read it the general way
+        except orjson.JSONDecodeError:
+            return None
     if isinstance(doc, dict):
         if isinstance(doc.get("result"), dict) and "resourceSpans" in doc["result"]:
             doc = doc["result"]  # Jaeger's api_v3 wraps OTLP in {"result": ...}
@@ -116,12 +127,14 @@ def load(
     tool_attribute: str | None = None,
     request_id_attribute: str | None = None,
 ) -> LoadResult:
-    """Read an OTLP JSON / Jaeger JSON file. `tool_attribute`: an extra attribute that marks a
+    """Read an OTLP JSON / Jaeger JSON file, JSON lines a line at a time (`connectors.spans_read`).
+    `tool_attribute`: an extra attribute that marks a
     tool span and holds its tool call id; `request_id_attribute`: an extra attribute holding the
     provider request id on HTTP spans."""
     read_warnings: list[SourceWarning] = []  # lines that are not JSON: listed first, as before
     with _gc_paused():
-        result = parse_spans(json_documents(target, read_warnings), str(target),
+        documents = span_documents(target, read_warnings, decode=spans_fast.decode)
+        result = parse_spans(documents, str(target),
                              tool_attribute=tool_attribute,
                              request_id_attribute=request_id_attribute)
     result.warnings[:0] = read_warnings

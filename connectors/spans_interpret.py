@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
@@ -25,7 +25,7 @@ import orjson
 import pandas as pd
 
 from connectors.base import redact
-from connectors.spans_model import SpanKind, SpanRecord, SpanStatus, as_int
+from connectors.spans_model import INT64, SpanKind, SpanRecord, SpanStatus, as_int
 from twice.timeline import Kind, canonical_json, fingerprint, from_columns
 
 SOURCE = "spans"
@@ -45,6 +45,8 @@ URL_KEYS = ("url.full", "url.path", "http.url", "http.target")
 DELIVERY_SUFFIXES = ("receive_count", "delivery_count", "delivery_attempt")
 HOST_KEYS = ("host.name", "hostname", "service.instance.id")  # `hostname`: Jaeger client tag
 
+_TOOL_SPAN, _QUEUE_RECEIVE, _HTTP_SPAN = (Kind.TOOL_SPAN.value, Kind.QUEUE_RECEIVE.value,
+                                          Kind.HTTP_SPAN.value)
 _TOOL_MARKER_KEYS = frozenset(TOOL_CALL_ID_KEYS[:2] + TOOL_NAME_KEYS)  # their presence is enough
 _HTTP_METHOD_KEY_SET = frozenset(HTTP_METHOD_KEYS)
 _TIMEOUT = re.compile(r"time[ds]?[\s_-]?out(?!put)|deadline[\s_-]?exceeded", re.I)
@@ -80,8 +82,11 @@ def text_value(value: Any) -> str | None:
 
 
 def int_value(value: Any) -> int | None:
+    """An int64 attribute value (given as int, integral float or text); None otherwise."""
     number = as_int(value)
-    return number if number is not None else as_int(text_value(value))
+    if number is None:
+        number = as_int(text_value(value))
+    return number if number is not None and number in INT64 else None
 
 
 def _keys(keys: tuple[str, ...], extra: str | None) -> tuple[str, ...]:
@@ -89,15 +94,25 @@ def _keys(keys: tuple[str, ...], extra: str | None) -> tuple[str, ...]:
     return (*keys, extra) if extra else keys
 
 
-def _first(attrs: dict[str, Any], keys: Iterable[str]) -> str | None:
+def _first(attrs: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    if attrs.keys().isdisjoint(keys):  # the usual answer, found without a Python loop
+        return None
     for key in keys:
         value = attrs.get(key)
-        if value is not None and (text := text_value(value)) is not None:
+        if value is None:
+            continue
+        if type(value) is str and not value.startswith("["):  # `text_value`'s usual case
+            if text := value.strip():
+                return text
+            continue
+        if (text := text_value(value)) is not None:  # type: ignore[assignment]
             return text
     return None
 
 
-def _first_int(attrs: dict[str, Any], keys: Iterable[str]) -> int | None:
+def _first_int(attrs: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    if attrs.keys().isdisjoint(keys):
+        return None
     for key in keys:
         if key in attrs and (number := int_value(attrs[key])) is not None:
             return number
@@ -135,26 +150,28 @@ def _arguments(attrs: dict[str, Any]) -> tuple[str | None, Any]:
     return None, None
 
 
-def _effect_fields(args: Any) -> dict[str, Any]:
+def _effect_fields(args: Any) -> tuple[str | None, int | None, str | None]:
+    """(subject, amount, currency) of a tool call's arguments, as far as they say."""
     if not isinstance(args, dict):
-        return {}
-    out: dict[str, Any] = {}
+        return None, None, None
     subject = text_value(args.get("customer")) or text_value(args.get("customer_id"))
-    if subject:
-        out["subject"] = subject
-    amount = int_value(args.get("amount"))
-    if amount is not None:
-        out["amount"] = amount
+    amount = args.get("amount")
+    if type(amount) is not int or amount not in INT64:  # else already the answer
+        amount = int_value(amount)
     currency = text_value(args.get("currency"))
-    if currency:
-        out["currency"] = currency.lower()
-    return out
+    return subject or None, amount, currency.lower() if currency else None
 
 
 @functools.lru_cache(maxsize=4096)
 def _url_path(url: str) -> str:
     """The path only: query strings and userinfo may hold secrets. Cached: spans repeat URLs."""
-    return (urlsplit(url).path or "/") if "://" in url else url.split("?", 1)[0]
+    if "://" not in url:
+        return url.split("?", 1)[0]
+    try:
+        return urlsplit(url).path or "/"
+    except ValueError:  # e.g. an unclosed IPv6 host "http://[::1/x": cut by hand
+        rest = url.split("://", 1)[1].split("?", 1)[0].split("#", 1)[0]
+        return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
 
 
 def _path(attrs: dict[str, Any]) -> str | None:
@@ -165,10 +182,9 @@ def _path(attrs: dict[str, Any]) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=4096)
-def _delivery_offset(key: str) -> int | None:
+def _delivery_offset_of(key: str) -> int | None:
     """What to add to an attribute's value to get a delivery count, or None when the attribute
-    is no delivery count. Cached: every span is checked against the same few names."""
+    is no delivery count."""
     name = key.lower().replace("-", "_")
     if not name.endswith(DELIVERY_SUFFIXES):
         return None
@@ -176,12 +192,32 @@ def _delivery_offset(key: str) -> int | None:
     return 1 if name.endswith("x_delivery_count") else 0
 
 
+_DELIVERY_OFFSETS: dict[str, int | None] = {}  # every span is checked against the same names
+_MISSING = object()
+
+
+def _delivery_offset(key: str) -> int | None:
+    offset = _DELIVERY_OFFSETS.get(key, _MISSING)
+    if offset is _MISSING:
+        offset = _delivery_offset_of(key)
+        if len(_DELIVERY_OFFSETS) < 65536:  # bounded: attribute names are few, unless hostile
+            _DELIVERY_OFFSETS[key] = offset
+    return offset  # type: ignore[return-value]
+
+
 def _delivery_count(attrs: dict[str, Any]) -> int | None:
     counts = []
+    offsets = _DELIVERY_OFFSETS
     for key, value in attrs.items():
-        offset = _delivery_offset(key)
-        if offset is not None and (number := int_value(value)) is not None:
-            counts.append(number + offset)
+        offset = offsets.get(key, _MISSING)
+        if offset is None:
+            continue  # the usual case: a name already known not to be a count
+        if offset is _MISSING:
+            offset = _delivery_offset(key)
+            if offset is None:
+                continue
+        if (number := int_value(value)) is not None:
+            counts.append(number + offset)  # type: ignore[operator]
     return max(counts) if counts else None
 
 
@@ -210,7 +246,7 @@ def _outcome(rec: SpanRecord, http_status: int | None) -> tuple[str, str | None]
         detail = rec.status_message or error_type
     if detail:
         detail = redact(detail)[:_DETAIL_MAX]
-    if rec.status == SpanStatus.OK:
+    if rec.status is SpanStatus.OK:
         return "ok", detail
     timed_out = False
     if error_type or rec.status_message or rec.exceptions:  # else no words to look for
@@ -241,7 +277,17 @@ def _inherited(
     One pass over the parent links: each span is resolved once (memoised), so the cost is linear.
     """
     memo: dict[tuple[str, str], tuple[str | None, str | None]] = {}
-    for start in links:
+    for start, (parent, thread, call) in links.items():
+        # the usual cases first: a root span, or a span whose parent is already resolved
+        if start in memo:
+            continue
+        if not parent:
+            memo[start] = (thread or None, call or None)
+            continue
+        resolved = memo.get((start[0], parent))
+        if resolved is not None:
+            memo[start] = (thread or resolved[0], call or resolved[1])
+            continue
         chain: list[tuple[str, str]] = []
         node: tuple[str, str] | None = start
         while node is not None and node not in memo and node in links:
@@ -259,7 +305,9 @@ def _inherited(
 
 
 class _Row(NamedTuple):
-    """One span's timeline row: the columns every kind has, then those of some kinds."""
+    """One span's timeline row: the columns every kind has, then those of some kinds.
+
+    Only its field names are used: rows are built as plain tuples in this order (faster)."""
 
     origin: str
     kind: str
@@ -272,49 +320,60 @@ class _Row(NamedTuple):
     worker: str | None
     outcome: str
     detail: str | None
-    thread_id: str | None = None
-    tool_call_id: str | None = None
-    tool_name: str | None = None
-    args: str | None = None
-    args_fingerprint: str | None = None
-    subject: str | None = None
-    amount: int | None = None
-    currency: str | None = None
-    delivery_count: int | None = None
-    message_id: str | None = None
-    method: str | None = None
-    path: str | None = None
-    status: int | None = None
-    resend_count: int | None = None
-    request_id: str | None = None
-    idempotency_key: str | None = None
-    proxy_attempt: int | None = None
+    thread_id: str | None
+    tool_call_id: str | None
+    tool_name: str | None
+    args: str | None
+    args_fingerprint: str | None
+    subject: str | None
+    amount: int | None
+    currency: str | None
+    delivery_count: int | None
+    message_id: str | None
+    method: str | None
+    path: str | None
+    status: int | None
+    resend_count: int | None
+    request_id: str | None
+    idempotency_key: str | None
+    proxy_attempt: int | None
 
 
-def _tool_fields(rec: SpanRecord) -> dict[str, Any]:
+# the kind-specific tail of a row (thread_id onwards) with the fields other kinds have left null
+_TAIL = len(_Row._fields) - _Row._fields.index("thread_id")
+_TOOL_PAD = (None,) * (_TAIL - 8)
+_QUEUE_PAD = (None,) * (_TAIL - 10)
+_HTTP_PAD = (None,) * (_TAIL - 7)
+
+
+def _tool_tail(rec: SpanRecord) -> tuple[Any, ...]:
     attrs = rec.attributes
     args_text, args = _arguments(attrs)
     name = _first(attrs, TOOL_NAME_KEYS)
     if name is None and rec.name and rec.name.startswith("execute_tool "):
         name = rec.name.removeprefix("execute_tool ").strip() or None
-    return {"tool_name": name, "args": args_text,
-            "args_fingerprint": fingerprint(args_text) if args_text else None,
-            **_effect_fields(args)}
+    # thread_id and tool_call_id are filled in by `SpanRows.frame` (maybe from an ancestor)
+    return (None, None, name, args_text, fingerprint(args_text) if args_text else None,
+            *_effect_fields(args), *_TOOL_PAD)
 
 
-def _http_fields(
+def _queue_tail(attrs: dict[str, Any], delivery_count: int, thread_id: str | None
+                ) -> tuple[Any, ...]:
+    return (thread_id, None, None, None, None, None, None, None, delivery_count,
+            _first(attrs, ("messaging.message.id",)), *_QUEUE_PAD)
+
+
+def _http_tail(
     rec: SpanRecord, status: int | None, request_id_keys: tuple[str, ...]
-) -> dict[str, Any]:
+) -> tuple[Any, ...]:
     attrs = rec.attributes
     method = _first(attrs, HTTP_METHOD_KEYS)
     resend = _first_int(attrs, ("http.request.resend_count",))
     if resend is None and rec.kind == SpanKind.CLIENT:
         resend = 0  # semconv sets it only on resends: a client span without it is try 0
-    return {"method": method.upper() if method else None, "path": _path(attrs),
-            "status": status, "resend_count": resend,
-            "request_id": _first(attrs, request_id_keys),
-            "idempotency_key": _first(attrs, IDEMPOTENCY_KEY_KEYS),
-            "proxy_attempt": _first_int(attrs, PROXY_ATTEMPT_KEYS)}
+    return (*_HTTP_PAD, method.upper() if method else None, _path(attrs), status, resend,
+            _first(attrs, request_id_keys), _first(attrs, IDEMPOTENCY_KEY_KEYS),
+            _first_int(attrs, PROXY_ATTEMPT_KEYS))
 
 
 class SpanRows:
@@ -331,7 +390,7 @@ class SpanRows:
         self._request_id_keys = _keys(REQUEST_ID_KEYS, options.request_id_attribute)
         # every span added: (parent span id, own thread id, own tool call id)
         self._links: dict[tuple[str, str], tuple[str | None, str | None, str | None]] = {}
-        self._rows: list[_Row] = []
+        self._rows: list[tuple[Any, ...]] = []  # in `_Row`'s field order
         self._inherits: list[tuple[str, str] | None] = []  # per row: whose ids it takes, if any
         self._resource: dict[str, Any] | None = None  # spans of one export share a resource:
         self._worker: str | None = None  # its worker is looked up once
@@ -347,25 +406,24 @@ class SpanRows:
         http_status = None
         inherits: tuple[str, str] | None = key
         if _is_tool(attrs, self._tool_attribute):
-            kind = Kind.TOOL_SPAN.value
-            fields = _tool_fields(rec)
+            kind = _TOOL_SPAN
+            tail = _tool_tail(rec)
         elif (delivery_count := _delivery_count(attrs)) is not None:
-            kind = Kind.QUEUE_RECEIVE.value
-            fields = {"delivery_count": delivery_count, "thread_id": thread_id,
-                      "message_id": _first(attrs, ("messaging.message.id",))}
+            kind = _QUEUE_RECEIVE
+            tail = _queue_tail(attrs, delivery_count, thread_id)
             inherits = None  # a queue receive is about its own message: nothing inherited
         elif _is_http(rec):
-            kind = Kind.HTTP_SPAN.value
+            kind = _HTTP_SPAN
             http_status = _first_int(attrs, HTTP_STATUS_KEYS)
-            fields = _http_fields(rec, http_status, self._request_id_keys)
+            tail = _http_tail(rec, http_status, self._request_id_keys)
         else:
             return True  # no row, but still an ancestor other spans may inherit from
         if rec.resource is not self._resource:
             self._resource, self._worker = rec.resource, _first(rec.resource, HOST_KEYS)
         outcome, detail = _outcome(rec, http_status)
-        self._rows.append(_Row(rec.origin, kind, rec.start_ns, rec.end_ns, rec.trace_id,
-                               rec.span_id, rec.parent_span_id, rec.name, self._worker,
-                               outcome, detail, **fields))
+        self._rows.append((rec.origin, kind, rec.start_ns, rec.end_ns, rec.trace_id,
+                           rec.span_id, rec.parent_span_id, rec.name, self._worker,
+                           outcome, detail, *tail))
         self._inherits.append(inherits)
         return True
 
@@ -374,7 +432,8 @@ class SpanRows:
         n = len(self._rows)
         if not n:
             return from_columns({}, 0)
-        columns = dict(zip(_Row._fields, map(list, zip(*self._rows, strict=True)), strict=True))
+        columns: dict[str, Sequence[Any]] = dict(zip(_Row._fields, zip(*self._rows, strict=True),
+                                                     strict=True))
         resolved = _inherited(self._links)
         pairs = zip(self._inherits, columns["thread_id"], strict=True)
         columns["thread_id"] = [own if key is None else resolved[key][0] for key, own in pairs]

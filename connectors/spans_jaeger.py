@@ -18,6 +18,8 @@ from typing import Any
 from connectors.base import SourceWarning
 from connectors.spans_interpret import text_value
 from connectors.spans_model import (
+    INT64,
+    MIN_NS,
     SpanKind,
     SpanRecord,
     SpanStatus,
@@ -41,7 +43,12 @@ def tags(items: Any, bad: list[str]) -> dict[str, Any]:
         if not isinstance(key, str) or "value" not in item or isinstance(item["value"], dict):
             bad.append(key if isinstance(key, str) else "(entry without a key)")
             continue
-        out[key] = item["value"]
+        value = item["value"]
+        if item.get("type") == "int64" and ((number := as_int(value)) is None
+                                            or number not in INT64):
+            bad.append(key)  # an int64 tag that is no int64 (JSON readers make 2**64 a float)
+            continue
+        out[key] = value
     return out
 
 
@@ -108,6 +115,10 @@ def _span(
     start = epoch_ns(span.get("startTime"), scale=1000)
     if start is None:
         warn(f"span {span_id}: no readable startTime; skipped")
+        return None
+    if start < MIN_NS:
+        warn(f"span {span_id}: startTime {start // 1000} is before 1973: not microseconds "
+             "(seconds or ms?); skipped")
         return None
     duration = as_int(span.get("duration"))
     # past pandas' last nanosecond (year 2262) the end is as unreadable as a garbled duration

@@ -37,9 +37,10 @@ from typing import Any
 import orjson
 import pandas as pd
 
-from connectors.base import LoadResult, SourceError, SourceWarning
+from connectors.base import LoadResult, SourceError, SourceWarning, fits_int64
 from connectors.jsonfile import json_documents
 from connectors.spans_model import as_int
+from connectors.stripe_events import EARLIEST, LATEST
 from twice.timeline import Kind, make_timeline
 
 name = "sqs"
@@ -73,33 +74,46 @@ def _received_at(value: Any) -> pd.Timestamp:
     if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
         value = float(value)
     if isinstance(value, int | float) and not isinstance(value, bool):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond any float
+            number = math.inf
         if not math.isfinite(number) or number <= 0:
-            raise _Skip(f"received_at {value!r} is not a time")
+            raise _Skip(f"received_at {_short(value)} is not a time")
         stamp = _epoch_ms(int(number * 1000 if number < 1e11 else number))
         if stamp is None:
-            raise _Skip(f"received_at {value!r} is out of range")
+            raise _Skip(f"received_at {_short(value)} is out of range")
         return stamp
     if not isinstance(value, str):
-        raise _Skip(f"received_at {value!r} is not a time")
+        raise _Skip(f"received_at {_short(value)} is not a time")
     try:
         stamp = pd.Timestamp(value)
-    except ValueError:
-        raise _Skip(f"received_at {value!r} is not a time") from None
+        stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    except (ValueError, OverflowError):  # OutOfBoundsDatetime is a ValueError
+        raise _Skip(f"received_at {_short(value)} is not a time") from None
     if pd.isna(stamp):
-        raise _Skip(f"received_at {value!r} is not a time")
-    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+        raise _Skip(f"received_at {_short(value)} is not a time")
+    if not EARLIEST <= stamp <= LATEST:
+        raise _Skip(f"received_at {_short(value)} is outside 2000-2100")
+    return stamp
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def _date_header(response: dict[str, Any]) -> pd.Timestamp | None:
-    headers = (response.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}
+    meta = response.get("ResponseMetadata")
+    headers = meta.get("HTTPHeaders") if isinstance(meta, dict) else None
     date = headers.get("date") if isinstance(headers, dict) else None
     if not isinstance(date, str):
         return None
     try:
-        return pd.Timestamp(parsedate_to_datetime(date).astimezone(UTC))
-    except (TypeError, ValueError):
+        stamp = pd.Timestamp(parsedate_to_datetime(date).astimezone(UTC))
+    except (TypeError, ValueError, OverflowError):
         return None
+    return stamp if EARLIEST <= stamp <= LATEST else None
 
 
 def _body_thread_id(body: Any) -> str | None:
@@ -147,6 +161,10 @@ def _row(
     system = _field(message, "Attributes")
     system = system if isinstance(system, dict) else {}
     count = as_int(system.get("ApproximateReceiveCount"))
+    if count is not None and not fits_int64(count):
+        warnings.append(SourceWarning(origin, f"ApproximateReceiveCount {_short(count)} is "
+                                              "beyond 64-bit integers; left empty"))
+        count = None
     first = _epoch_ms(system.get("ApproximateFirstReceiveTimestamp"))
     sent = _epoch_ms(system.get("SentTimestamp"))
     detail = None
@@ -204,10 +222,18 @@ def _rows_of(doc: Any, locator: str, warnings: list[SourceWarning]) -> list[dict
     if isinstance(doc.get("Messages"), list):
         messages = doc["Messages"]
     elif isinstance(doc.get("Records"), list):  # a Lambda SQS event
-        messages = [r for r in doc["Records"] if isinstance(r, dict)
-                    and r.get("eventSource") == "aws:sqs"]
+        messages = []
+        for i, record in enumerate(doc["Records"]):
+            if isinstance(record, dict) and record.get("eventSource") == "aws:sqs":
+                messages.append(record)
+            else:
+                warnings.append(SourceWarning(f"{locator} Records[{i}]",
+                                              "not an SQS record (eventSource aws:sqs); skipped"))
     elif any(k in doc for k in ("MessageId", "messageId", "ReceiptHandle", "receiptHandle")):
         messages = [doc]
+    elif "Messages" in doc or "Records" in doc:
+        warnings.append(SourceWarning(locator, "`Messages` / `Records` is not a list; skipped"))
+        return []
     elif "ResponseMetadata" in doc:
         return []  # an empty receive: boto3 leaves out `Messages`
     else:

@@ -21,7 +21,6 @@ Facts this relies on (stripe-python 16 `stripe/_event_service.py`, `_list_object
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -30,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, cast
 
+import orjson
 import stripe
 from stripe.params import EventListParams
 
@@ -222,14 +222,28 @@ def _type_filter(types: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
     return {"types": chosen}
 
 
+class _NotAPage(ValueError):
+    """An answer that is not a list object of events."""
+
+
 def _page_events(page: Any) -> list[dict[str, Any]]:
-    """The page's Events as the API sent them (plain JSON dicts)."""
+    """The page's Events as the API sent them (plain JSON dicts), parsed as a saved events file
+    is (orjson), so both give the same rows. Raises _NotAPage for anything else."""
     response = getattr(page, "last_response", None)
-    if response is not None and getattr(response, "body", None):
-        data = json.loads(response.body).get("data")
-        if isinstance(data, list):
-            return [e for e in data if isinstance(e, dict)]
-    return [e.to_dict() for e in page.data]
+    body = getattr(response, "body", None) if response is not None else None
+    if body:
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise _NotAPage(f"not JSON: {exc}") from None
+        data = doc.get("data") if isinstance(doc, dict) else None
+        if not isinstance(data, list):
+            raise _NotAPage("no `data` list")
+        return [e for e in data if isinstance(e, dict)]
+    data = getattr(page, "data", None)
+    if not isinstance(data, list):
+        raise _NotAPage("no `data` list")
+    return [e.to_dict() for e in data if hasattr(e, "to_dict")]
 
 
 def fetch_events(
@@ -268,12 +282,16 @@ def fetch_events(
     stopped_early = False
     limited = _RateLimited(max_rate_limit_retries, sleep)
     starting_after: str | None = None
+    cursors: set[str] = set()
     while True:
         query = params if starting_after is None else {**params, "starting_after": starting_after}
         try:
             page = limited.call(partial(client.v1.events.list, cast(EventListParams, query)))
-        except stripe.StripeError as exc:
-            reason = _reason(exc)
+            events = _page_events(page)
+        except (stripe.StripeError, _NotAPage, UnicodeDecodeError) as exc:
+            # UnicodeDecodeError: the SDK itself chokes on an answer that is not UTF-8
+            reason = _reason(exc) if isinstance(exc, stripe.StripeError) else (
+                f"the answer is not a Stripe list of events ({str(exc)[:80]})")
             if pages == 0:
                 raise SourceError(SOURCE, reason) from None
             stopped_early = True
@@ -282,7 +300,6 @@ def fetch_events(
                 + (f" (events before {_iso(oldest)} not read)" if oldest is not None else ""))))
             break
         pages += 1
-        events = _page_events(page)
         below_window = False
         for event in events:
             created = event.get("created")
@@ -306,7 +323,15 @@ def fetch_events(
             progress(scanned, len(kept))
         if below_window or not getattr(page, "has_more", False) or not events:
             break
-        starting_after = str(events[-1].get("id"))
+        last_id = events[-1].get("id")
+        if not isinstance(last_id, str) or not last_id or last_id in cursors:
+            # a broken server or proxy: asking for the next page would get the same page again
+            warnings.append(SourceWarning(SOURCE, (
+                f"page {pages} says has_more but its last event id ({str(last_id)[:40]!r}) "
+                "would ask for the same page again; stopped paging, results may be partial")))
+            break
+        cursors.add(last_id)
+        starting_after = last_id
     kept += _related(kept, others)
     kept.sort(key=lambda pair: pair[0])
     if limited.retries:

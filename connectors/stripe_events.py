@@ -24,8 +24,15 @@ from typing import Any, TypeGuard
 
 import pandas as pd
 
-from connectors.base import LoadResult, SourceError, SourceWarning, redact
-from connectors.jsonfile import json_documents
+from connectors.base import (
+    INT64_MAX,
+    LoadResult,
+    SourceError,
+    SourceWarning,
+    fits_int64,
+    redact,
+)
+from connectors.jsonfile import check_size, json_documents
 from twice.timeline import Kind, canonical_json, from_columns
 
 name = "stripe_events"
@@ -87,12 +94,18 @@ def minor_units(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError(f"amount {value!r} is not a whole number")
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value.strip())
-    raise ValueError(f"amount {short(repr(value), 40)} is not a whole number")
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("-").isascii() \
+            and value.strip().lstrip("-").isdigit():
+        digits = value.strip()
+        number = int(digits) if len(digits) <= 20 else INT64_MAX + 1  # int() stops at 4300
+    else:
+        raise ValueError(f"amount {short(repr(value), 40)} is not a whole number")
+    if not fits_int64(number):
+        raise ValueError(f"amount {short(repr(value), 40)} is beyond 64-bit integers")
+    return number
 
 
 def unix_seconds(value: Any) -> pd.Timestamp:
@@ -335,6 +348,12 @@ def parse_events(payload: Any, origin: str) -> LoadResult:
 def load(target: str | Path) -> LoadResult:
     path = Path(target)
     origin = redact(str(path))
+    check_size(path)  # a file too big to read is one clear error, before any reader starts
+    from connectors import stripe_events_duckdb  # big clean JSON-lines files: DuckDB reads them
+
+    fast = stripe_events_duckdb.load(path, origin)
+    if fast is not None:
+        return fast
     warnings: list[SourceWarning] = []
     result = parse_documents(json_documents(path, warnings), origin)
     result.warnings[:0] = warnings

@@ -9,6 +9,10 @@ are printed too and ignored here. The payload is wrapped in ANSI colour codes wh
 terminal (`ansi.ColorizeJSON`), so a capture copied from a terminal holds escape sequences, and
 status lines ("Getting ready...", "Ready! ...") go to the same terminal. There is no idempotency
 key in this format: the column stays null (unknown), it is never invented.
+
+Limits (`connectors.jsonfile`): captures up to 1 GiB; a line over 256 MiB is skipped with a
+warning; a capture whose first 1000 lines are not JSON is one SourceError. A status outside
+100-599 is left empty with a warning.
 """
 
 from __future__ import annotations
@@ -22,7 +26,13 @@ from urllib.parse import urlsplit
 import orjson
 
 from connectors.base import LoadResult, SourceError, SourceWarning, redact
-from connectors.jsonfile import open_bytes
+from connectors.jsonfile import (
+    MAX_BAD_LEAD,
+    MAX_DOCUMENT_BYTES,
+    MAX_LINE_BYTES,
+    lines,
+    open_bytes,
+)
 from connectors.stripe_events import Skip, short, text_or_none, unix_seconds
 from twice.timeline import Kind, make_timeline
 
@@ -43,10 +53,16 @@ _ERROR_FIELDS = ("type", "code", "decline_code")
 
 
 def _status(value: Any, origin: str, warnings: list[SourceWarning]) -> int | None:
+    number = None
     if isinstance(value, int) and not isinstance(value, bool):
-        return value or None  # Go's zero value: the server sent none
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
+        number = value
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() \
+            and len(value.strip()) <= 3:
+        number = int(value)
+    if number == 0:
+        return None  # Go's zero value: the server sent none
+    if number is not None and 100 <= number <= 599:
+        return number
     if value is not None:
         warnings.append(SourceWarning(
             origin, f"status {short(repr(value), 40)} is not an HTTP status; left empty"))
@@ -96,8 +112,9 @@ def log_row(payload: Any, origin: str, warnings: list[SourceWarning]) -> dict[st
     }
 
 
-def parse_lines(lines: Iterable[tuple[str, bytes]], origin: str) -> LoadResult:
-    """(locator, raw line) pairs of a capture -> provider_request rows and warnings.
+def parse_lines(lines: Iterable[tuple[str, bytes | None]], origin: str) -> LoadResult:
+    """(locator, raw line) pairs of a capture -> provider_request rows and warnings (a line
+    of None: too long to read, a warning).
 
     Raises SourceError when no line is a request-log JSON object.
     """
@@ -106,6 +123,10 @@ def parse_lines(lines: Iterable[tuple[str, bytes]], origin: str) -> LoadResult:
     modes: dict[bool, int] = {}
     seen_json = 0
     for locator, raw in lines:
+        if raw is None:
+            warnings.append(SourceWarning(
+                locator, f"line longer than {MAX_LINE_BYTES // 2**20} MiB; skipped"))
+            continue
         line = _ANSI.sub(b"", raw).strip()
         if not line or line.startswith(_CLI_CHATTER):
             continue
@@ -113,6 +134,9 @@ def parse_lines(lines: Iterable[tuple[str, bytes]], origin: str) -> LoadResult:
             payload = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             warnings.append(SourceWarning(locator, f"not valid JSON ({exc}); skipped"))
+            if seen_json == 0 and len(warnings) >= MAX_BAD_LEAD:
+                raise SourceError(origin, "not `stripe logs tail --format JSON` output (the "
+                                          f"first {len(warnings)} lines are not JSON)") from None
             continue
         seen_json += 1
         try:
@@ -139,15 +163,16 @@ def parse_capture(raw: bytes, origin: str) -> LoadResult:
     """A whole capture (bytes as the CLI printed them) -> rows; a JSON array is accepted too."""
     if not raw.strip():
         raise SourceError(origin, "file is empty")
-    try:
-        whole = orjson.loads(_ANSI.sub(b"", raw))
-    except orjson.JSONDecodeError:
-        whole = None
+    whole = None
+    if _ANSI.sub(b"", raw[:256]).lstrip()[:1] == b"[" and len(raw) <= MAX_DOCUMENT_BYTES:
+        try:
+            whole = orjson.loads(_ANSI.sub(b"", raw))
+        except orjson.JSONDecodeError:
+            pass
     if isinstance(whole, list):  # someone saved the lines as one array
         return parse_lines(
             ((f"{origin}[{i}]", orjson.dumps(item)) for i, item in enumerate(whole)), origin)
-    return parse_lines(
-        ((f"{origin}:{n}", line) for n, line in enumerate(raw.splitlines(), start=1)), origin)
+    return parse_lines(((f"{origin}:{n}", line) for n, line in lines(raw)), origin)
 
 
 def load(target: str | Path) -> LoadResult:

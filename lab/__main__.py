@@ -1,15 +1,19 @@
 """Lab commands.
 
 `python -m lab build-samples [--out DIR]` regenerates the sample incidents;
-`python -m lab run SCENARIO --out DIR [--seed N]` writes one incident folder.
+`python -m lab run SCENARIO --out DIR [--seed N] [--set NAME=VALUE ...]` writes one incident
+folder; `--set` passes a scenario option (e.g. `--set key=derived`, `--set effects=ledger`,
+`--set visibility_timeout=600`; see `lab.scenarios`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from lab.scenarios import SCENARIOS, build_samples, run_scenario
+from lab.samples import build_samples
+from lab.scenarios import SCENARIOS, OptionError, run_scenario
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,14 +27,37 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--out", required=True)
     run.add_argument("--seed", type=int, default=7)
     run.add_argument("--noise", type=int, default=None, help="noise runs per phase")
-    run.add_argument("--dsn", default=None, help="PostgreSQL DSN for PostgresSaver checkpoints")
+    run.add_argument("--dsn", default=None,
+                     help="PostgreSQL DSN: PostgresSaver checkpoints (and the PostgreSQL queue)")
+    run.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="a scenario option, e.g. key=derived (repeatable)")
     args = parser.parse_args(argv)
     if args.command == "build-samples":
         for folder in build_samples(args.out, seed=args.seed):
             print(folder)
         return 0
-    print(run_scenario(args.scenario, args.out, seed=args.seed, noise=args.noise, dsn=args.dsn))
+    options: dict[str, Any] = {}
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            parser.error(f"--set wants NAME=VALUE, got {item!r}")
+        options[name.strip()] = _value(value.strip())
+    try:
+        folder = run_scenario(args.scenario, args.out, seed=args.seed, noise=args.noise,
+                              dsn=args.dsn, **options)
+    except OptionError as error:  # an option the scenario does not take, or a bad value
+        parser.error(str(error))
+    print(folder)
     return 0
+
+
+def _value(text: str) -> int | float | str:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 if __name__ == "__main__":

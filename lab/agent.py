@@ -21,6 +21,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, TypedDict
 
@@ -34,11 +35,12 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
-from langgraph.types import RetryPolicy
+from langgraph.types import Command, RetryPolicy, interrupt
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from lab.clock import VirtualClock
+from lab.effects import Effect, EffectLedger
 from lab.instrument import ToolSpanHandler, TracedStripeHTTPClient, WorkerTelemetry, traced_session
 from lab.model import FAILURE_PREFIX, ScriptedChatModel
 
@@ -69,6 +71,10 @@ class ToolOptions:
     timeout: float = 80.0  # real client timeout, seconds
     nominal_timeout: float | None = None  # how long the timeout reads on the virtual clock
     record_tool_errors: bool = True  # False: tool spans end only on success
+    # charges of at least this amount wait for a human's review AFTER the charge (LangGraph
+    # `interrupt()` inside the tool): on resume the tool body runs again from its first line
+    review_from: int | None = None
+    effects_ledger: bool = False  # the fix past key retention: look the derived key up first
 
 
 class Payments(Protocol):
@@ -152,6 +158,7 @@ def make_charge_tool(
     payments: Payments,
     options: ToolOptions,
     after_commit: Callable[[dict[str, Any]], None] | None = None,
+    ledger: EffectLedger | None = None,
 ) -> BaseTool:
     @tool("charge_subscription")
     def charge_subscription(
@@ -172,6 +179,11 @@ def make_charge_tool(
             "payment_method": PAYMENT_METHOD,
             "metadata": {"thread_id": thread_id},
         }
+        recorded = ledger.find(key) if ledger is not None and key else None
+        if recorded is not None:
+            # the agent's own record says this tool call already created its effect
+            intent: dict[str, Any] = {"id": recorded.object_id, "status": recorded.status}
+            return _charged(intent, amount, currency, options)
         try:
             intent = payments.create_payment_intent(params, key)
         except PaymentRejected as error:
@@ -189,18 +201,39 @@ def make_charge_tool(
                     "by idempotency key before charging again.",
                 }
             )
+        if ledger is not None and key:
+            ledger.record(Effect(key, thread_id, tool_call_id, str(intent.get("id")),
+                                 str(intent.get("status", "succeeded")),
+                                 datetime.now(UTC).isoformat(timespec="microseconds")))
         if after_commit is not None:
             after_commit(intent)
-        return json.dumps(
+        return _charged(intent, amount, currency, options)
+
+    return charge_subscription
+
+
+def _charged(intent: Mapping[str, Any], amount: int, currency: str, options: ToolOptions) -> str:
+    """The tool's answer for a created PaymentIntent, after a human's review when one is due."""
+    if options.review_from is not None and amount >= options.review_from:
+        # Pauses the run; LangGraph checkpoints the pending tool call (not this result) and, on
+        # `Command(resume=...)`, runs this tool again from its first line; then `interrupt`
+        # returns the human's answer instead of pausing.
+        interrupt(
             {
-                "status": intent.get("status", "succeeded"),
+                "question": "Approve provisioning the plan for this charge?",
                 "payment_intent": intent.get("id"),
                 "amount": amount,
                 "currency": currency,
             }
         )
-
-    return charge_subscription
+    return json.dumps(
+        {
+            "status": intent.get("status", "succeeded"),
+            "payment_intent": intent.get("id"),
+            "amount": amount,
+            "currency": currency,
+        }
+    )
 
 
 class AgentState(TypedDict):
@@ -272,6 +305,7 @@ class Worker:
         retry_policy: RetryPolicy | None = None,
         think_seconds: Callable[[], float] | None = None,
         after_commit: Callable[[dict[str, Any]], None] | None = None,
+        ledger: EffectLedger | None = None,
     ) -> None:
         self.name = name
         self.options = tool or ToolOptions()
@@ -295,7 +329,7 @@ class Worker:
                 nominal_timeout=self.options.nominal_timeout,
             )
             payments = RawHttpPayments(base_url, session, self.options.timeout)
-        charge = make_charge_tool(payments, self.options, after_commit)
+        charge = make_charge_tool(payments, self.options, after_commit, ledger)
 
         def think() -> None:
             if think_seconds is not None:
@@ -318,12 +352,16 @@ class Worker:
         message: str | None,
         *,
         delivery: Mapping[str, Any] | None = None,
+        resume: Any = None,
     ) -> dict[str, Any]:
-        """Run (message) or resume from the last checkpoint (message None) one thread.
+        """Run (message) or resume from the last checkpoint (message None) one thread;
+        `resume` answers an `interrupt()` (a human's decision) and continues from it.
 
         With `delivery` (a received queue message) the run sits under a CONSUMER span."""
         tracer = self.telemetry.tracer
-        graph_input = None if message is None else {"messages": [HumanMessage(message)]}
+        graph_input: Any = None if message is None else {"messages": [HumanMessage(message)]}
+        if resume is not None:
+            graph_input = Command(resume=resume)
         with _delivery_span(tracer, delivery):
             with tracer.start_as_current_span(
                 "invoke_agent billing-agent",
@@ -339,14 +377,17 @@ class Worker:
         return result
 
 
-    def process(self, message: Mapping[str, Any], queue_name: str) -> dict[str, Any]:
+    def process(
+        self, message: Mapping[str, Any], queue_name: str, system: str = "aws_sqs"
+    ) -> dict[str, Any]:
         """Handle one received queue message: start the run, or resume it from its checkpoint
         when an earlier delivery got part of the way (the graph still has steps to run)."""
         body = json.loads(message["Body"])
         thread_id = str(body["thread_id"])
         state = self.graph.get_state({"configurable": {"thread_id": thread_id}})
         text = None if state.next else str(body["input"])
-        return self.run(thread_id, text, delivery={**message, "queue": queue_name})
+        delivery = {**message, "queue": queue_name, "system": system}
+        return self.run(thread_id, text, delivery=delivery)
 
 
 @contextmanager
@@ -354,13 +395,16 @@ def _delivery_span(tracer: trace.Tracer, delivery: Mapping[str, Any] | None) -> 
     if delivery is None:
         yield
         return
+    system = str(delivery.get("system") or "aws_sqs")
+    # SQS's count under its semantic-convention-style name; other queues under their own
+    count_name = "approximate_receive_count" if system == "aws_sqs" else "receive_count"
     attributes: dict[str, str | int] = {
-        "messaging.system": "aws_sqs",
+        "messaging.system": system,
         "messaging.operation.type": "process",
         "messaging.operation.name": "process",
         "messaging.destination.name": str(delivery.get("queue", "")),
         "messaging.message.id": str(delivery.get("MessageId", "")),
-        "messaging.aws_sqs.approximate_receive_count": int(
+        f"messaging.{system}.{count_name}": int(
             delivery.get("Attributes", {}).get("ApproximateReceiveCount", 1)
         ),
     }

@@ -92,8 +92,10 @@ def _iso(ts: float) -> str:
 def duration_text(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.3f} s"
-    if seconds < 2 * 86400:
+    if seconds < 2 * 3600:
         return f"{seconds:.1f} s ({seconds / 60:.1f} min)"
+    if seconds < 2 * 86400:
+        return f"{seconds:.1f} s ({seconds / 3600:.1f} h)"
     return f"{seconds:.0f} s ({seconds / 86400:.2f} days)"
 
 

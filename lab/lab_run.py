@@ -20,6 +20,7 @@ from langgraph.types import RetryPolicy
 
 from lab.agent import ToolOptions, Worker, open_checkpointer
 from lab.clock import VirtualClock
+from lab.effects import EffectLedger
 from lab.model import BASE62, ScriptedChatModel
 from lab.stripe_server import StripeServer
 
@@ -31,6 +32,7 @@ OUTPUT_FILES = (
     "checkpoints.sqlite",
     "spans.jsonl",
     "sqs.jsonl",
+    "queue.jsonl",
     "truth.json",
     "README.md",
 )
@@ -46,6 +48,7 @@ class Bench:
         checkpointer: BaseCheckpointSaver[Any],
         *,
         noise: int | None = None,
+        dsn: str | None = None,
     ) -> None:
         self.out_dir = out_dir
         self.seed = seed
@@ -54,6 +57,7 @@ class Bench:
         self.server = server
         self.checkpointer = checkpointer
         self.noise_override = noise
+        self.dsn = dsn  # PostgreSQL for the checkpointer (and the queue), when given
         self.model = ScriptedChatModel(seed=seed, id_style="anthropic")
         self.workers: list[Worker] = []
         self.customer = self.new_customer()
@@ -88,6 +92,7 @@ class Bench:
         base_url: str | None = None,
         after_commit: Callable[[dict[str, Any]], None] | None = None,
     ) -> Worker:
+        ledger = EffectLedger(self.checkpointer) if tool.effects_ledger else None
         worker = Worker(
             name,
             base_url=base_url or self.server.url,
@@ -99,6 +104,7 @@ class Bench:
             retry_policy=retry_policy,
             think_seconds=self.think,
             after_commit=after_commit,
+            ledger=ledger,
         )
         self.workers.append(worker)
         return worker
@@ -156,7 +162,7 @@ def bench(
         checkpointer = stack.enter_context(
             open_checkpointer(None if dsn else out_dir / "checkpoints.sqlite", dsn)
         )
-        lab = Bench(out_dir, seed, clock, server, checkpointer, noise=noise)
+        lab = Bench(out_dir, seed, clock, server, checkpointer, noise=noise, dsn=dsn)
         try:
             yield lab
         finally:

@@ -27,6 +27,9 @@ REGION = "us-east-1"
 
 
 class RunQueue:
+    system = "aws_sqs"
+    name = QUEUE_NAME
+
     def __init__(self, log_path: Path, *, visibility_timeout: int = 360) -> None:
         self.log_path = log_path
         self.visibility_timeout = visibility_timeout

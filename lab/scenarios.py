@@ -2,61 +2,47 @@
 
 `run_scenario(name, out_dir, seed=7, **options)` runs one on a virtual clock and writes
 `events.json`, `request_log.csv`, `stripe_logs.jsonl`, `checkpoints.sqlite`, `spans.jsonl`,
-`sqs.jsonl` (queue scenarios), `truth.json` and `README.md`. `build_samples(out_dir)` writes
-one folder per scenario. Options common to all: `noise` (noise runs per phase, default seeded),
-`dsn` (PostgresSaver instead of SQLite), `start` (aware datetime). Scenario options: `key`
+`sqs.jsonl` (queue scenarios; `queue.jsonl` on the PostgreSQL queue), `truth.json` and
+`README.md`; `lab.samples.build_samples(out_dir)` writes one folder per scenario. The scenarios
+where a run is picked up again (redelivery, human_pause) live in `lab.scenarios_resumed`, the
+helpers they all share in `lab.scenario_kit`. Options common to all: `noise` (noise runs per
+phase, default seeded), `dsn` (PostgresSaver instead of SQLite, and the PostgreSQL queue),
+`start` (aware datetime). Scenario options: `key`
 ("none" | "derived": the fix for rows 1-4), `on_timeout` for model_reemission ("fail" |
-"unknown": the fix), `visibility_timeout` for redelivery (seconds, default 360).
+"unknown": the fix), `visibility_timeout` for redelivery (seconds, default 360) and `queue`
+("auto": the PostgreSQL queue when a DSN is given, else SQS | "sqs" | "postgres"); for
+human_pause `effects` ("none" | "ledger": the fix past key retention) and `pause_hours`.
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import inspect
-import json
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qsl
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from langchain_core.messages import AIMessage
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import RetryPolicy
 
-from lab.agent import KeyMode, OnTimeout, ToolOptions, WorkerCrashed
+from lab.agent import KeyMode, OnTimeout, ToolOptions
 from lab.gateway import Gateway
-from lab.incident import Story, Truth, duration_text, write_incident
+from lab.incident import Story, write_incident
 from lab.lab_run import AMOUNTS, Bench, bench
-from lab.queue import QUEUE_NAME, RunQueue
+from lab.scenario_kit import (
+    EFFECT_PATH,
+    REAL_TIMEOUT,
+    SLOW_ANSWER,
+    ScenarioResult,
+    ask,
+    tool_call_ids,
+    truth_for,
+)
+from lab.scenarios_resumed import human_pause, redelivery
 from lab.stripe_server import Fault, StripeServer
 
-REAL_TIMEOUT = 0.25  # the lab's real client timeout, seconds ...
-SLOW_ANSWER = 1.0  # ... and how long the provider sits on the committed answer
-EFFECT_PATH = "/v1/payment_intents"
-
-ScenarioResult = tuple[Truth, Story]
-
-
-def tool_call_ids(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> list[str]:
-    """The tool call ids the model emitted in a thread, from its latest checkpoint."""
-    latest = checkpointer.get_tuple({"configurable": {"thread_id": thread_id}})
-    if latest is None:
-        return []
-    messages = latest.checkpoint["channel_values"].get("messages", [])
-    return [
-        str(c["id"]) for m in messages if isinstance(m, AIMessage) for c in m.tool_calls
-    ]
-
-
-def _ask(b: Bench, amount: int | None = None, note: str = "monthly renewal") -> str:
-    amount = amount or b.rng.choice(AMOUNTS)
-    return f"Please charge {b.customer} {amount} usd for subscription {b.subscription()} ({note})."
-
-
-def _truth(b: Bench, name: str, layer: str, thread: str, ids: list[str], text: str) -> Truth:
-    return Truth(name, layer, thread, b.customer, ids, 0, text)
+__all__ = ["SCENARIOS", "EFFECT_PATH", "OptionError", "ScenarioResult", "check_options",
+           "run_scenario", "run_scenario_with_server", "tool_call_ids"]
 
 
 # ---------------------------------------------------------------------------- 1 sdk_retry
@@ -69,10 +55,10 @@ def sdk_retry(b: Bench, key: KeyMode = "none") -> ScenarioResult:
     b.clock.advance(b.rng.uniform(3, 20))
     b.server.add_fault(Fault(kind="reset_after_commit", path=EFFECT_PATH))
     thread = b.new_thread()
-    worker.run(thread, _ask(b))
+    worker.run(thread, ask(b))
     b.noise(worker)
     ids = tool_call_ids(b.checkpointer, thread)
-    truth = _truth(
+    truth = truth_for(
         b, "sdk_retry", "sdk_retry", thread, ids,
         "A raw HTTP client with urllib3 Retry(allowed_methods=None) resent the POST after the "
         "provider committed and reset the connection; no idempotency key.",
@@ -98,10 +84,10 @@ def sdk_retry_replayed(b: Bench) -> ScenarioResult:
     b.clock.advance(b.rng.uniform(3, 20))
     b.server.add_fault(Fault(kind="reset_after_commit", path=EFFECT_PATH))
     thread = b.new_thread()
-    worker.run(thread, _ask(b))
+    worker.run(thread, ask(b))
     b.noise(worker)
     ids = tool_call_ids(b.checkpointer, thread)
-    truth = _truth(
+    truth = truth_for(
         b, "sdk_retry_replayed", "sdk_retry", thread, ids,
         "stripe-python (max_network_retries=2) retried after a reset with the same "
         "Idempotency-Key; the provider replayed the first answer: one effect.",
@@ -132,10 +118,10 @@ def gateway_retry(b: Bench, key: KeyMode = "none") -> ScenarioResult:
         b.clock.advance(b.rng.uniform(3, 20))
         b.server.add_fault(Fault(kind="reset_after_commit", path=EFFECT_PATH))
         thread = b.new_thread()
-        worker.run(thread, _ask(b))
+        worker.run(thread, ask(b))
         b.noise(worker)
     ids = tool_call_ids(b.checkpointer, thread)
-    truth = _truth(
+    truth = truth_for(
         b, "gateway_retry", "gateway_retry", thread, ids,
         "An Envoy-like gateway retried the POST upstream after a reset; the client sent one "
         "request (one HTTP span) without a key.",
@@ -173,10 +159,10 @@ def step_retry(b: Bench, key: KeyMode = "none") -> ScenarioResult:
     b.clock.advance(b.rng.uniform(3, 20))
     b.server.add_fault(Fault(kind="delay_after_commit", path=EFFECT_PATH, seconds=SLOW_ANSWER))
     thread = b.new_thread()
-    worker.run(thread, _ask(b))
+    worker.run(thread, ask(b))
     b.noise(worker)
     ids = tool_call_ids(b.checkpointer, thread)
-    truth = _truth(
+    truth = truth_for(
         b, "step_retry", "step_retry", thread, ids,
         "The Stripe call timed out after 30 s although the provider had committed; LangGraph's "
         "RetryPolicy re-ran the tools node, the SDK made a new random key: two charges.",
@@ -194,93 +180,6 @@ def step_retry(b: Bench, key: KeyMode = "none") -> ScenarioResult:
         "backoff) with different keys, ONE tool call id in the checkpoints, and no checkpoint "
         "between them. Fix: derive the key from `thread_id:tool_call_id` "
         "(`sha256(...)[:32]`) so the re-run is replayed.",
-    )
-    return truth, story
-
-
-# ---------------------------------------------------------------------------- 4 redelivery
-
-
-def redelivery(
-    b: Bench, key: KeyMode = "none", visibility_timeout: int = 360
-) -> ScenarioResult:
-    thread = b.new_thread()
-    armed = [True]
-
-    def die_after_commit(intent: dict[str, Any]) -> None:
-        if armed[0] and intent.get("customer") == b.customer:
-            armed[0] = False
-            worker_a.telemetry.kill()
-            raise WorkerCrashed("worker-a was OOM-killed after the charge, before the checkpoint")
-
-    tool = ToolOptions(client="stripe", key=key)
-    worker_a = b.worker("worker-a", tool, after_commit=die_after_commit)
-    worker_b = b.worker("worker-b", tool)
-    with RunQueue(b.out_dir / "sqs.jsonl", visibility_timeout=visibility_timeout) as queue:
-
-        def serve_one(worker_name: str) -> dict[str, Any] | None:
-            message = queue.receive(worker_name)
-            if message is None:
-                return None
-            worker = worker_a if worker_name == "worker-a" else worker_b
-            worker.process(message, QUEUE_NAME)
-            queue.delete(message)
-            return message
-
-        for _ in range(b.noise_count(3, 6)):
-            b.clock.advance(b.rng.uniform(2.0, 25.0))
-            queue.send(*b.noise_request())
-            serve_one("worker-a")
-        b.clock.advance(b.rng.uniform(3, 20))
-        incident_message = queue.send(thread, _ask(b))
-        received = queue.receive("worker-a")
-        assert received is not None and received["MessageId"] == incident_message
-        try:
-            worker_a.process(received, QUEUE_NAME)
-        except WorkerCrashed:
-            pass  # the process is gone: no checkpoint for the tool step, no delete_message
-        crashed_at = b.clock.now()
-        window = visibility_timeout + 90
-        sends = sorted(b.rng.uniform(5, window) for _ in range(b.noise_count(4, 10)))
-        redelivered = False
-        for _ in range(10_000):
-            elapsed = (b.clock.now() - crashed_at).total_seconds()
-            while sends and sends[0] <= elapsed:
-                sends.pop(0)
-                queue.send(*b.noise_request())
-            if redelivered and not sends:
-                break
-            message = queue.receive("worker-b")
-            if message is not None:
-                worker_b.process(message, QUEUE_NAME)
-                queue.delete(message)
-                redelivered = redelivered or message["MessageId"] == incident_message
-                continue
-            # an empty long poll: waits up to 20 s, or until the next message is sent
-            wait = 20.0 if not sends else min(20.0, max(0.5, sends[0] - elapsed))
-            b.clock.advance(wait)
-    ids = tool_call_ids(b.checkpointer, thread)
-    truth = _truth(
-        b, "redelivery", "redelivery", thread, ids,
-        f"worker-a died after the charge and before the checkpoint; SQS redelivered the run "
-        f"after the {visibility_timeout} s visibility timeout to worker-b, which resumed from "
-        "the checkpoint and re-ran the tool call with a new random key.",
-    )
-    story = Story(
-        "the queue redelivered the run to another worker",
-        f"Runs arrive on an SQS queue (moto) with a {visibility_timeout} s visibility timeout. "
-        "worker-a received the run, the model asked for the charge and the provider created "
-        "the PaymentIntent; then worker-a died (killed before LangGraph wrote the tool step's "
-        "checkpoint) and never deleted the message. After the visibility timeout worker-b "
-        "received it (`ApproximateReceiveCount` 2), found the thread's checkpoint with the tool "
-        "step still pending and resumed it: the same tool call ran again with a NEW random key.",
-        "Duplicate, layer **redelivery**: two provider requests minutes apart (about the "
-        "visibility timeout: the two receives are >= the timeout apart; the charges are that "
-        "less worker-a's model turn before its charge, plus worker-b's poll wait), different "
-        "keys, the same tool call id, checkpoints from "
-        "worker-a then worker-b minutes apart, and a queue receive with "
-        "ApproximateReceiveCount 2. worker-a's tool span was lost with the process (its HTTP "
-        "span is an orphan). Fix: derive the key from `thread_id:tool_call_id`.",
     )
     return truth, story
 
@@ -303,11 +202,11 @@ def model_reemission(
     b.clock.advance(b.rng.uniform(3, 20))
     b.server.add_fault(Fault(kind="delay_after_commit", path=EFFECT_PATH, seconds=SLOW_ANSWER))
     thread = b.new_thread()
-    worker.run(thread, _ask(b))
+    worker.run(thread, ask(b))
     b.noise(worker)
     ids = tool_call_ids(b.checkpointer, thread)
     layer = "model_reemission" if len(ids) > 1 else "none"
-    truth = _truth(
+    truth = truth_for(
         b, "model_reemission", layer, thread, ids,
         "The tool reported a 20 s timeout as 'Payment failed'; the model asked again with a new "
         "tool call id and the same arguments: two charges.",
@@ -337,14 +236,14 @@ def control_new_turn(b: Bench) -> ScenarioResult:
     b.clock.advance(b.rng.uniform(3, 20))
     thread = b.new_thread()
     amount = b.rng.choice(AMOUNTS)
-    worker.run(thread, _ask(b, amount))
+    worker.run(thread, ask(b, amount))
     b.clock.advance(b.rng.uniform(40, 150))  # the user reads the answer and asks again
     worker.run(
         thread,
         f"Thanks. They added a second seat: please also charge {b.customer} {amount} usd for it.",
     )
     b.noise(worker)
-    truth = _truth(
+    truth = truth_for(
         b, "control_new_turn", "none", thread, [],
         "Two charges of the same amount in one thread, each asked for by a human message: "
         "not a duplicate.",
@@ -374,7 +273,7 @@ def control_renewal(b: Bench) -> ScenarioResult:
     second = b.new_thread()
     worker.run(second, text)
     b.noise(worker)
-    truth = _truth(
+    truth = truth_for(
         b, "control_renewal", "none", second, [],
         f"The same subscription charged a month apart in two threads ({first}, {second}): "
         "two legitimate renewals.",
@@ -398,6 +297,7 @@ SCENARIOS: dict[str, tuple[Callable[..., ScenarioResult], dt.datetime]] = {
     "step_retry": (step_retry, dt.datetime(2025, 3, 4, 14, 2, 11, tzinfo=dt.UTC)),
     "redelivery": (redelivery, dt.datetime(2025, 3, 5, 2, 47, 39, tzinfo=dt.UTC)),
     "model_reemission": (model_reemission, dt.datetime(2025, 3, 5, 16, 21, 8, tzinfo=dt.UTC)),
+    "human_pause": (human_pause, dt.datetime(2025, 3, 7, 17, 42, 30, tzinfo=dt.UTC)),
     "control_new_turn": (control_new_turn, dt.datetime(2025, 3, 6, 10, 15, 0, tzinfo=dt.UTC)),
     "control_renewal": (control_renewal, dt.datetime(2025, 2, 1, 6, 0, 5, tzinfo=dt.UTC)),
 }
@@ -434,10 +334,7 @@ def run_scenario_with_server(
     if name not in SCENARIOS:
         raise KeyError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
     func, default_start = SCENARIOS[name]
-    accepted = set(inspect.signature(func).parameters) - {"b"}
-    unknown = set(options) - accepted
-    if unknown:
-        raise TypeError(f"{name} does not take {sorted(unknown)}; it takes {sorted(accepted)}")
+    check_options(name, func, options, dsn)
     out = Path(out_dir)
     # Each scenario gets its own ids and timings from the same user-facing seed.
     bench_seed = zlib.crc32(f"{name}:{seed}".encode())
@@ -448,60 +345,22 @@ def run_scenario_with_server(
     return write_incident(out, server, truth, story), server
 
 
-def build_samples(out_dir: str | Path = "sample_data", seed: int = 7) -> list[Path]:
-    """One incident folder per scenario under `out_dir`, plus its README."""
-    root = Path(out_dir)
-    folders = [run_scenario(name, root / name, seed=seed) for name in SCENARIOS]
-    (root / "README.md").write_text(_samples_readme(root, folders))
-    return folders
+class OptionError(ValueError):
+    """A scenario option the scenario does not take, or a value it does not accept."""
 
 
-def _samples_readme(root: Path, folders: list[Path]) -> str:
-    lines = [
-        "# Sample incidents",
-        "",
-        "Generated by `python -m lab build-samples` (seed 7): each folder is one run of a lab",
-        "scenario (`lab/scenarios.py`) with a real LangGraph agent, the real stripe-python and",
-        "OpenTelemetry SDKs, the lab's Stripe-compatible server and, for `redelivery`, SQS",
-        "(moto), on a virtual clock. Regenerate one with `python -m lab run NAME --out DIR`.",
-        "Each folder has its own README (what happened, what twice should say) and `truth.json`.",
-        "",
-        "| folder | layer | effects for the customer | gap (provider clock) | what it shows |",
-        "|---|---|---|---|---|",
-    ]
-    for folder in folders:
-        truth = json.loads((folder / "truth.json").read_text())
-        lines.append(
-            f"| `{folder.name}/` | `{truth['layer']}` | {truth['effects_created']} | "
-            f"{_logged_gap(folder, truth['customer'])} | {truth['description']} |"
-        )
-    lines += [
-        "",
-        "Files in each folder: `events.json` (GET /v1/events list), `request_log.csv`",
-        "(request_id,created,method,path,idempotency_key,status,body,replayed),",
-        "`stripe_logs.jsonl` (`stripe logs tail --format JSON`), `checkpoints.sqlite`",
-        "(LangGraph SqliteSaver), `spans.jsonl` (OTLP JSON lines from the OpenTelemetry SDK and",
-        "`opentelemetry-exporter-otlp-json-file`), `sqs.jsonl` (redelivery only: one line per",
-        "receive, `{received_at, worker, queue, message: <boto3 receive_message response>}`),",
-        "`truth.json` (the ground truth), `README.md`.",
-        "",
-        "The gap is between the first and the last request that created a PaymentIntent for the",
-        "incident's customer (replays excluded), read from `request_log.csv`.",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def _logged_gap(folder: Path, customer: str) -> str:
-    with (folder / "request_log.csv").open(newline="") as fh:
-        created = [
-            dt.datetime.fromisoformat(row["created"])
-            for row in csv.DictReader(fh)
-            if row["path"] == EFFECT_PATH
-            and row["replayed"] == "false"
-            and row["status"].startswith("2")
-            and dict(parse_qsl(row["body"])).get("customer") == customer
-        ]
-    if len(created) < 2:
-        return "(one effect)"
-    return duration_text((created[-1] - created[0]).total_seconds())
+def check_options(
+    name: str, func: Callable[..., ScenarioResult], options: dict[str, Any], dsn: str | None
+) -> None:
+    """Raise OptionError, before anything runs, for an option `func` cannot use."""
+    accepted = set(inspect.signature(func).parameters) - {"b"}
+    unknown = set(options) - accepted
+    if unknown:
+        raise OptionError(f"{name} does not take {sorted(unknown)}; it takes {sorted(accepted)}")
+    hints = get_type_hints(func)
+    for option, value in options.items():
+        allowed = get_args(hints[option]) if get_origin(hints[option]) is Literal else ()
+        if allowed and value not in allowed:
+            raise OptionError(f"{name}: {option}={value!r} is not one of {list(allowed)}")
+    if options.get("queue") == "postgres" and not dsn:
+        raise OptionError(f"{name}: queue='postgres' needs a PostgreSQL DSN (--dsn)")

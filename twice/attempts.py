@@ -86,6 +86,7 @@ def _automatic_attempts(events: pd.DataFrame) -> pd.DataFrame:
 
 _FIELDS = ["at", "idempotency_key", "method", "path", "status", "object_id", "object_type",
            "subject", "amount", "currency", "thread_id", "tool_call_id", "origin", "outcome"]
+_EVENT_COLUMNS = ["request_id", "event_type", *_FIELDS]
 
 
 def _logged_requests(requests: pd.DataFrame) -> pd.DataFrame:
@@ -112,8 +113,12 @@ def _logged_requests(requests: pd.DataFrame) -> pd.DataFrame:
 
 def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     """One row per provider-side execution of a side-effecting (POST) request, oldest first."""
-    events = timeline[timeline["kind"] == Kind.PROVIDER_EVENT.value]
-    logged = _logged_requests(timeline[timeline["kind"] == Kind.PROVIDER_REQUEST.value])
+    # only the columns attempts are made of: a timeline has 36, and copying the rest of a
+    # million rows costs more than the grouping itself
+    kind = timeline["kind"]
+    events = timeline.loc[kind == Kind.PROVIDER_EVENT.value, _EVENT_COLUMNS]
+    logged = _logged_requests(
+        timeline.loc[kind == Kind.PROVIDER_REQUEST.value, ["request_id", *_FIELDS, "source"]])
     by_event = _event_requests(events).assign(_occ=0)
     merged = logged.merge(by_event, on=["request_id", "_occ"], how="outer",
                           suffixes=("", "_ev"))
@@ -121,7 +126,9 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
         if f"{col}_ev" not in merged:
             continue
         # Request logs give the request's own time and status; events the effect's details.
-        ours, theirs = merged[col].astype(object), merged[f"{col}_ev"].astype(object)
+        ours, theirs = merged[col], merged[f"{col}_ev"]
+        if ours.dtype != theirs.dtype:  # e.g. no request logs: an all-null object column
+            ours, theirs = ours.astype(object), theirs.astype(object)
         if col in ("at", "method", "origin", "status"):
             merged[col] = ours.where(ours.notna(), theirs)
         else:
@@ -153,7 +160,8 @@ def normalize(attempts: pd.DataFrame) -> pd.DataFrame:
     out = attempts.copy()
     for col in out.columns:
         if col == "at":
-            out[col] = pd.to_datetime(out[col], utc=True)
+            if str(out[col].dtype) != "datetime64[ns, UTC]":
+                out[col] = pd.to_datetime(out[col], utc=True)
         elif col in ("amount", "status"):
             out[col] = pd.to_numeric(out[col], errors="coerce").astype("Int64")
         elif col == "key_recorded":

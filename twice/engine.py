@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -35,10 +36,16 @@ class Group:
     tool_name: str | None
     thread_id: str | None
     tool_call_ids: list[str]
-    attempts: pd.DataFrame  # rows of Analysis.attempts, oldest first
+    rows: pd.DataFrame = field(repr=False)  # holds this group's attempts at `positions`
+    positions: slice
     duplicates: list[Duplicate]
     findings: list[Finding]
     records: list[Attempt]  # the same attempts as plain records (cheap to read one by one)
+
+    @cached_property
+    def attempts(self) -> pd.DataFrame:
+        """Rows of Analysis.attempts, oldest first (sliced on first use: thousands of groups)."""
+        return self.rows.iloc[self.positions]
 
     @property
     def last_at(self) -> pd.Timestamp:
@@ -103,7 +110,7 @@ def analyze(timeline: pd.DataFrame, warnings: Sequence[SourceWarning] = (),
     labels = group_attempts(attempts, aligned, opts.window_s)
     attempts["group_id"] = None
     ctx = Context.build(aligned, opts.bands)
-    tool_names = (aligned.dropna(subset=["tool_call_id", "tool_name"])
+    tool_names = (aligned[["tool_call_id", "tool_name"]].dropna()
                   .drop_duplicates("tool_call_id").set_index("tool_call_id")["tool_name"])
 
     groups: list[Group] = []
@@ -112,20 +119,20 @@ def analyze(timeline: pd.DataFrame, warnings: Sequence[SourceWarning] = (),
     repeated = labels.map(labels.value_counts()) >= 2
     multi = attempts[repeated].assign(_label=labels[repeated]).sort_values(
         ["_label", "at", "attempt_id"], kind="stable")
-    gids = multi.groupby("_label", sort=False)["attempt_id"].transform(
-        lambda ids: _group_id([str(i) for i in ids]))
-    multi["group_id"] = gids
-    attempts.loc[multi.index, "group_id"] = gids
     bounds = np.flatnonzero(np.diff(multi["_label"].to_numpy())) + 1
     starts = [0, *bounds.tolist()]
     ends = [*bounds.tolist(), len(multi)]
+    ids = [str(i) for i in multi["attempt_id"]]
+    gids = np.repeat(np.array([_group_id(ids[s:e]) for s, e in zip(starts, ends, strict=True)],
+                              dtype=object), np.subtract(ends, starts))
+    multi["group_id"] = gids
+    attempts.loc[multi.index, "group_id"] = gids
     multi = multi.drop(columns="_label")
     all_records: list[Attempt] = [{str(k): v for k, v in r.items()}
                                   for r in multi.to_dict("records")]
     for start, end in zip(starts, ends, strict=True):
         if start == end:
             continue
-        rows = multi.iloc[start:end]
         records = all_records[start:end]
         gid = str(records[0]["group_id"])
         dups = [judge(records[i - 1], records[i], ctx) for i in range(1, len(records))]
@@ -138,7 +145,8 @@ def analyze(timeline: pd.DataFrame, warnings: Sequence[SourceWarning] = (),
             tool_name=names[0] if names else None,
             thread_id=max(set(threads), key=threads.count) if threads else None,
             tool_call_ids=calls,
-            attempts=rows,
+            rows=multi,
+            positions=slice(start, end),
             duplicates=dups,
             findings=findings_for(records, dups, ctx, opts.tolerance_s),
             records=records,

@@ -16,27 +16,31 @@ from twice.timeline import Kind
 FAILED_OUTCOMES = frozenset({"error", "timeout", "unknown"})
 
 
-class _UnionFind:
-    def __init__(self, n: int) -> None:
-        self.parent = np.arange(n)
+def components(n: int, edges: np.ndarray) -> np.ndarray:
+    """A label per node 0..n-1: the smallest node of its connected component.
 
-    def find(self, i: int) -> int:
-        root = i
-        while self.parent[root] != root:
-            root = self.parent[root]
-        while self.parent[i] != root:
-            self.parent[i], i = root, self.parent[i]
-        return int(root)
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
+    Vectorised min-label propagation with pointer jumping: each round every edge pulls both ends
+    down to the smaller label, then every label jumps to its label's label. Rounds grow with the
+    logarithm of a chain's length (chains here are a handful of attempts), not with n.
+    """
+    labels = np.arange(n)
+    if n == 0 or len(edges) == 0:
+        return labels
+    a, b = edges[:, 0].astype(np.intp), edges[:, 1].astype(np.intp)
+    while True:
+        low = np.minimum(labels[a], labels[b])
+        new = labels.copy()
+        np.minimum.at(new, a, low)
+        np.minimum.at(new, b, low)
+        new = new[new]
+        if np.array_equal(new, labels):
+            return labels
+        labels = new
 
 
 def _chain_edges(df: pd.DataFrame, by: list[str]) -> np.ndarray:
     """Edges between consecutive rows (positions) sharing all of `by` (rows sorted by time)."""
-    sub = df.dropna(subset=by)
+    sub = df[[*by, "at", "_pos"]].dropna(subset=by)
     if len(sub) < 2:
         return np.empty((0, 2), dtype=int)
     sub = sub.sort_values([*by, "at"], kind="stable")
@@ -52,12 +56,13 @@ def reemission_pairs(timeline: pd.DataFrame) -> list[tuple[str, str]]:
     """(earlier, later) tool_call_ids where the model asked again for the same tool with the same
     arguments in the same thread after the earlier call's result reported failure or no result.
     A successful earlier result means a new intent (a new user turn), not a re-emission."""
-    calls = timeline[timeline["kind"].isin([Kind.TOOL_CALL.value, Kind.TOOL_SPAN.value])
-                     & timeline["tool_call_id"].notna()]
+    intent = ["thread_id", "tool_name", "args_fingerprint"]
+    calls = timeline.loc[timeline["kind"].isin([Kind.TOOL_CALL.value, Kind.TOOL_SPAN.value])
+                         & timeline["tool_call_id"].notna(),
+                         ["tool_call_id", "at_aligned", *intent]]
     if calls.empty:
         return []
     calls = calls.sort_values("at_aligned").drop_duplicates("tool_call_id")
-    intent = ["thread_id", "tool_name", "args_fingerprint"]
     calls = calls.dropna(subset=intent).sort_values([*intent, "at_aligned"], kind="stable")
     if len(calls) < 2:
         return []
@@ -67,7 +72,8 @@ def reemission_pairs(timeline: pd.DataFrame) -> list[tuple[str, str]]:
         same &= values[1:] == values[:-1]
     ids = calls["tool_call_id"].to_numpy(dtype=object)
     earlier, later = ids[:-1][same], ids[1:][same]
-    results = timeline[timeline["kind"] == Kind.TOOL_RESULT.value].drop_duplicates(
+    results = timeline.loc[timeline["kind"] == Kind.TOOL_RESULT.value,
+                           ["tool_call_id", "outcome"]].drop_duplicates(
         "tool_call_id").set_index("tool_call_id")["outcome"]
     outcome = pd.Series(earlier, dtype=object).map(results)
     failed = outcome.isna() | outcome.isin(list(FAILED_OUTCOMES))
@@ -81,21 +87,23 @@ def group_attempts(attempts: pd.DataFrame, timeline: pd.DataFrame,
     if n == 0:
         return pd.Series([], dtype=int)
     df = attempts.reset_index(drop=True).assign(_pos=np.arange(n))
-    uf = _UnionFind(n)
     edges = [_chain_edges(df, ["idempotency_key"]), _chain_edges(df, ["tool_call_id"])]
 
     # the model asking again: join the attempts of both tool calls
     first_pos = df.dropna(subset=["tool_call_id"]).drop_duplicates("tool_call_id").set_index(
         "tool_call_id")["_pos"]
-    for earlier, later in reemission_pairs(timeline):
-        if earlier in first_pos.index and later in first_pos.index:
-            edges.append(np.array([[first_pos[earlier], first_pos[later]]]))
+    pairs = reemission_pairs(timeline)
+    if pairs:
+        earlier = pd.Series([e for e, _ in pairs], dtype=object).map(first_pos)
+        later = pd.Series([la for _, la in pairs], dtype=object).map(first_pos)
+        both = earlier.notna() & later.notna()
+        edges.append(np.column_stack([earlier[both].to_numpy(dtype=np.intp),
+                                      later[both].to_numpy(dtype=np.intp)]))
 
     # attempts no tool call speaks for: same subject, amount, currency and object inside a window
-    unlinked = df[df["tool_call_id"].isna()]
-    if len(unlinked):
+    if df["tool_call_id"].isna().any():
         key = ["subject", "amount", "currency", "object_type"]
-        cand = df.dropna(subset=["subject", "amount"]).copy()
+        cand = df[[*key, "at", "tool_call_id", "_pos"]].dropna(subset=["subject", "amount"])
         cand["currency"] = cand["currency"].fillna("")
         cand["object_type"] = cand["object_type"].fillna("")
         cand = cand.sort_values([*key, "at"], kind="stable")
@@ -111,8 +119,5 @@ def group_attempts(attempts: pd.DataFrame, timeline: pd.DataFrame,
         ok = same & close & one_unlinked
         edges.append(np.column_stack([pos[:-1][ok], pos[1:][ok]]))
 
-    for block in edges:
-        for a, b in block:
-            uf.union(int(a), int(b))
-    labels = np.array([uf.find(i) for i in range(n)])
+    labels = components(n, np.concatenate([e.reshape(-1, 2) for e in edges]).astype(np.intp))
     return pd.Series(labels, index=attempts.index)

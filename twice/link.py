@@ -28,8 +28,9 @@ class ClockOffset:
     basis: str  # what the pairs were
 
 
-def _frame(timeline: pd.DataFrame, kind: Kind) -> pd.DataFrame:
-    return timeline[timeline["kind"] == kind.value]
+def _frame(timeline: pd.DataFrame, kind: Kind, columns: list[str]) -> pd.DataFrame:
+    """The rows of one kind, with only the columns a step reads (a timeline has 36)."""
+    return timeline.loc[timeline["kind"] == kind.value, columns]
 
 
 def _second_resolution(times: pd.Series) -> bool:
@@ -76,8 +77,8 @@ def _within(attempts_t: pd.Series, keys: pd.DataFrame, intervals: pd.DataFrame,
     left = left.dropna(subset=on)
     right = intervals.dropna(subset=on).copy()
     for col in on:  # compare keys as text: Int64 and float amounts must meet
-        left[col] = left[col].map(_key_text).astype(object)
-        right[col] = right[col].map(_key_text).astype(object)
+        left[col] = _key_texts(left[col])
+        right[col] = _key_texts(right[col])
     if left.empty or right.empty:
         return pd.DataFrame()
     right = right.sort_values("start").copy()
@@ -99,6 +100,16 @@ def _key_text(value: object) -> str:
     return str(int(value)) if isinstance(value, float) else str(value)
 
 
+def _key_texts(col: pd.Series) -> pd.Series:
+    """`_key_text` of every value (no nulls), column at a time where the dtype allows."""
+    if pd.api.types.is_float_dtype(col.dtype):
+        col = col.astype("int64")  # truncates as int() does
+    elif not (pd.api.types.is_integer_dtype(col.dtype)
+              or pd.api.types.is_string_dtype(col.dtype) and col.dtype != object):
+        return col.map(_key_text).astype(object)
+    return col.astype(str).astype(object)
+
+
 def _ns(series: pd.Series) -> pd.Series:
     return series.astype("int64").astype("float64")
 
@@ -115,8 +126,11 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
     att["at_raw"] = att["at"]
     att["time_basis"] = "provider"
 
-    http = _frame(timeline, Kind.HTTP_SPAN)
-    tools = _frame(timeline, Kind.TOOL_SPAN)
+    http = _frame(timeline, Kind.HTTP_SPAN, [
+        "span_id", "at", "end", "parent_span_id", "tool_call_id", "thread_id", "resend_count",
+        "proxy_attempt", "worker", "request_id", "idempotency_key", "method", "path"])
+    tools = _frame(timeline, Kind.TOOL_SPAN,
+                   ["span_id", "subject", "amount", "tool_call_id", "thread_id"])
     http = http.merge(
         tools[["span_id", "subject", "amount", "tool_call_id", "thread_id"]].rename(
             columns=lambda c: f"tool_{c}"),
@@ -211,26 +225,34 @@ def _apply_http(att: pd.DataFrame, matched: pd.DataFrame, http: pd.DataFrame) ->
 def _link_derived_keys(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
     """Keys equal to sha256(thread_id:tool_call_id)[:32] name their tool call outright."""
     att["key_derived"] = False
+    keys = att["idempotency_key"]
+    # only a key of 32 hex digits can be a derived one: without any, no hashing at all
+    candidate = keys.map(lambda k: isinstance(k, str) and len(k) == 32).astype(bool)
+    if not candidate.any():
+        return
     pairs = timeline.loc[timeline["tool_call_id"].notna() & timeline["thread_id"].notna(),
                          ["thread_id", "tool_call_id"]].drop_duplicates()
-    if pairs.empty or att["idempotency_key"].isna().all():
+    if pairs.empty:
         return
     table = {derived_key(t, c): (t, c) for t, c in pairs.itertuples(index=False)}
-    hit = att["idempotency_key"].map(lambda k: table.get(k) if isinstance(k, str) else None)
-    mask = hit.notna()
-    att.loc[mask, "key_derived"] = True
-    for i, pair in hit[mask].items():
-        thread, call = pair  # type: ignore[misc]
-        if att.at[i, "tool_call_id"] is None:
-            link_how = att.at[i, "link"]
-            att.loc[i, ["tool_call_id", "thread_id", "link"]] = [
-                call, thread, link_how if isinstance(link_how, str) else "derived_key"]
+    hit = keys[candidate].map(table.get).dropna()
+    if hit.empty:
+        return
+    att.loc[hit.index, "key_derived"] = True
+    unnamed = [i for i, call in att.loc[hit.index, "tool_call_id"].items() if call is None]
+    if not unnamed:
+        return
+    att.loc[unnamed, "tool_call_id"] = [hit[i][1] for i in unnamed]
+    att.loc[unnamed, "thread_id"] = [hit[i][0] for i in unnamed]
+    att.loc[unnamed, "link"] = [how if isinstance(how, str) else "derived_key"
+                                for how in att.loc[unnamed, "link"]]
 
 
 def _link_tool_windows(att: pd.DataFrame, aligned: pd.DataFrame, tol_ns: int) -> None:
     """Attempts still without a tool call: the tool span, or the checkpointed tool call (from
     the call to its result), for the same subject and amount that was open at that time."""
-    tools = _frame(aligned, Kind.TOOL_SPAN)
+    tools = _frame(aligned, Kind.TOOL_SPAN, ["at", "at_aligned", "end", "subject", "amount",
+                                             "tool_call_id", "thread_id", "span_id"])
     need = att["tool_call_id"].isna() & att["subject"].notna()
     if need.any() and not tools.empty:
         iv = tools.assign(start=_ns(tools["at_aligned"]),
@@ -244,15 +266,17 @@ def _link_tool_windows(att: pd.DataFrame, aligned: pd.DataFrame, tol_ns: int) ->
             att.loc[found.index, "tool_span_id"] = att.loc[found.index, "tool_span_id"].where(
                 att.loc[found.index, "tool_span_id"].notna(), found["span_id"])
 
-    calls = _frame(aligned, Kind.TOOL_CALL)
+    calls = _frame(aligned, Kind.TOOL_CALL,
+                   ["at_aligned", "subject", "amount", "tool_call_id", "thread_id"])
     need = att["tool_call_id"].isna() & att["subject"].notna()
     if need.any() and not calls.empty:
-        results = _frame(aligned, Kind.TOOL_RESULT).drop_duplicates("tool_call_id")
+        results = _frame(aligned, Kind.TOOL_RESULT, ["tool_call_id", "at_aligned"]
+                         ).drop_duplicates("tool_call_id")
         iv = calls.merge(results[["tool_call_id", "at_aligned"]], on="tool_call_id",
                          how="left", suffixes=("", "_result"))
+        result_at = iv["at_aligned_result"]
         iv = iv.assign(start=_ns(iv["at_aligned"]),
-                       end=iv["at_aligned_result"].map(
-                           lambda t: float(t.value) if pd.notna(t) else np.nan))
+                       end=_ns(result_at.fillna(iv["at_aligned"])).where(result_at.notna()))
         iv = iv[["start", "end", "subject", "amount", "tool_call_id", "thread_id"]]
         found = _within(att.loc[need, "at"], att.loc[need, ["subject", "amount"]],
                         iv.astype({"amount": "float64"}), ["subject", "amount"], tol_ns)
@@ -272,8 +296,9 @@ def _fill(att: pd.DataFrame, found: pd.DataFrame, how: str) -> None:
 def _checkpoint_offset(timeline: pd.DataFrame) -> ClockOffset | None:
     """Checkpoints vs spans: the checkpoint holding a tool result is written just after the tool
     span that produced it ended. Only corrected when the disagreement is clear (> 0.5 s)."""
-    results = _frame(timeline, Kind.TOOL_RESULT).drop_duplicates("tool_call_id")
-    spans = _frame(timeline, Kind.TOOL_SPAN)
+    results = _frame(timeline, Kind.TOOL_RESULT, ["tool_call_id", "at"]
+                     ).drop_duplicates("tool_call_id")
+    spans = _frame(timeline, Kind.TOOL_SPAN, ["tool_call_id", "end"])
     spans = spans[spans["end"].notna() & spans["tool_call_id"].notna()]
     if results.empty or spans.empty:
         return None

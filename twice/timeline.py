@@ -8,11 +8,13 @@ this schema; the engine reads nothing else. Columns a source does not know stay 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+import numpy as np
 import orjson
 import pandas as pd
 
@@ -118,18 +120,29 @@ def make_timeline(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     rows = list(records)
     if not rows:
         return empty_timeline()
-    unknown = set().union(*(r.keys() for r in rows)) - set(COLUMN_NAMES)
+    present = set().union(*(r.keys() for r in rows))
+    unknown = present - set(COLUMN_NAMES)
     if unknown:
         raise SchemaError(f"unknown timeline columns: {sorted(unknown)}")
-    data = {name: [r.get(name) for r in rows] for name in COLUMN_NAMES}
+    data = {name: [r.get(name) for r in rows] for name in COLUMN_NAMES if name in present}
+    if all(_int_or_none(data[name]) for name in _TIME_COLUMNS if name in data):
+        # times already in ns (checkpoints): the column-wise path, without a pass through
+        # pandas' mixed-format date parsing for every column
+        return from_columns(data, len(rows))
     return coerce(pd.DataFrame(data))
+
+
+def _int_or_none(values: list[Any]) -> bool:
+    return all(v is None or type(v) is int for v in values)
 
 
 def from_columns(columns: Mapping[str, Sequence[Any]], n: int) -> pd.DataFrame:
     """Build a timeline of `n` rows from column lists (absent columns are null).
 
     The fast path for sources with many rows: each column is converted once, with no row dicts.
-    Times are int nanoseconds since the epoch, integers ints, text str; None is null.
+    Times are int nanoseconds since the epoch, integers ints, text str; None is null. A column
+    may also be a numpy integer array (times, integers) or an Arrow array (from DuckDB), taken
+    without a round trip through Python objects.
     `at_aligned` defaults to `at`.
     """
     if not n:
@@ -151,6 +164,13 @@ def _column(values: Sequence[Any] | None, dtype: str, n: int) -> pd.Series:
     if values is None:
         return pd.Series(pd.NaT if dtype == TIME else pd.NA, index=index,
                          dtype=_DTYPE_OBJECTS[dtype])
+    if type(values).__module__.startswith("pyarrow"):  # an Arrow (chunked) array, from DuckDB
+        return _arrow_column(values, dtype, index)
+    if isinstance(values, np.ndarray) and values.dtype.kind == "i" and dtype in (TIME, INT):
+        ints = pd.Series(values.astype(np.int64), index=index)
+        if dtype == INT:
+            return ints.astype(_DTYPE_OBJECTS[INT])
+        return pd.to_datetime(ints, unit="ns", utc=True).astype(_DTYPE_OBJECTS[TIME])
     if dtype == TIME:
         ns = pd.Series(pd.array(list(values), dtype=pd.Int64Dtype()), index=index)
         return pd.to_datetime(ns, unit="ns", utc=True).astype(_DTYPE_OBJECTS[TIME])
@@ -172,6 +192,19 @@ def _column(values: Sequence[Any] | None, dtype: str, n: int) -> pd.Series:
         except (pa.ArrowTypeError, pa.ArrowInvalid):
             pass  # not all str or None: pandas converts them as `coerce` does
     return pd.Series(pd.array(list(values), dtype=text), index=index)
+
+
+def _arrow_column(values: Any, dtype: str, index: pd.RangeIndex) -> pd.Series:
+    import pyarrow as pa
+
+    if dtype == TEXT:
+        return pd.Series(pd.array(values.cast(pa.large_string()), dtype=pd.StringDtype()),
+                         index=index)
+    ints = pd.Series(values.cast(pa.int64()).to_pandas(
+        types_mapper={pa.int64(): pd.Int64Dtype()}.get), index=index)
+    if dtype == INT:
+        return ints
+    return pd.to_datetime(ints, unit="ns", utc=True).astype(_DTYPE_OBJECTS[TIME])
 
 
 def coerce(df: pd.DataFrame) -> pd.DataFrame:
@@ -225,13 +258,24 @@ def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
 
 def canonical_json(value: Any) -> str:
     """Stable JSON text of a value: sorted keys, no whitespace."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str).decode()
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str).decode()
+    except TypeError:  # integers beyond 64 bits, or keys that are not text (decoded msgpack)
+        return json.dumps(_text_keys(value), sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _text_keys(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _text_keys(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_text_keys(v) for v in value]
+    return value
 
 
 def fingerprint(value: Any) -> str:
     """Fingerprint of tool arguments / request parameters (sha256 of canonical JSON, 16 hex)."""
     text = value if isinstance(value, str) else canonical_json(value)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()[:16]
 
 
 def derived_key(thread_id: str, tool_call_id: str) -> str:

@@ -45,20 +45,24 @@ class Context:
     tool_spans: pd.DataFrame  # tool spans by tool_call_id (span_id, worker, at_aligned, end)
     spans_loaded: bool
     bands: Bands = field(default_factory=Bands)
+    # row positions per thread_id, built on first use: a verdict looks at one thread's rows
+    _thread_rows: dict[str, dict[Any, Any]] = field(default_factory=dict, init=False, repr=False)
 
     @classmethod
     def build(cls, timeline: pd.DataFrame, bands: Bands) -> Context:
         kind = timeline["kind"]
-        results = timeline[kind == Kind.TOOL_RESULT.value].drop_duplicates("tool_call_id")
+        results = timeline.loc[kind == Kind.TOOL_RESULT.value,
+                               ["tool_call_id", "outcome", "detail", "at_aligned"]]
         return cls(
-            results=results.set_index("tool_call_id")[["outcome", "detail", "at_aligned"]],
-            receives=timeline[kind == Kind.QUEUE_RECEIVE.value][
-                ["thread_id", "message_id", "delivery_count", "at_aligned", "worker"]],
-            checkpoints=timeline[kind == Kind.CHECKPOINT.value][
-                ["thread_id", "at_aligned", "worker", "step"]],
-            tool_spans=timeline[(kind == Kind.TOOL_SPAN.value)
-                                & timeline["tool_call_id"].notna()][
-                ["span_id", "tool_call_id", "worker", "at_aligned", "end"]]
+            results=results.drop_duplicates("tool_call_id").set_index("tool_call_id"),
+            receives=timeline.loc[kind == Kind.QUEUE_RECEIVE.value,
+                                  ["thread_id", "message_id", "delivery_count", "at_aligned",
+                                   "worker"]],
+            checkpoints=timeline.loc[kind == Kind.CHECKPOINT.value,
+                                     ["thread_id", "at_aligned", "worker", "step"]],
+            tool_spans=timeline.loc[(kind == Kind.TOOL_SPAN.value)
+                                    & timeline["tool_call_id"].notna(),
+                                    ["span_id", "tool_call_id", "worker", "at_aligned", "end"]]
             .set_index("tool_call_id").sort_index(),
             spans_loaded=bool((timeline["source"] == "spans").any()),
             bands=bands,
@@ -68,6 +72,14 @@ class Context:
         if tool_call_id not in self.tool_spans.index:
             return self.tool_spans.iloc[:0]
         return self.tool_spans.loc[[tool_call_id]]
+
+    def of_thread(self, table: str, thread: str) -> pd.DataFrame:
+        """The rows of `receives` or `checkpoints` for one thread, in their order."""
+        frame: pd.DataFrame = getattr(self, table)
+        if table not in self._thread_rows:
+            self._thread_rows[table] = frame.groupby("thread_id", sort=False).indices
+        rows = self._thread_rows[table].get(thread)
+        return frame.iloc[rows] if rows is not None else frame.iloc[:0]
 
     def result(self, tool_call_id: object) -> pd.Series | None:
         if not isinstance(tool_call_id, str) or tool_call_id not in self.results.index:
@@ -97,8 +109,8 @@ def _redelivery(ctx: Context, thread: str | None, a: Attempt, b: Attempt) -> str
     """Evidence that a queue handed this thread's run out again between the two attempts."""
     if thread is None or ctx.receives.empty:
         return None
-    r = ctx.receives[(ctx.receives["thread_id"] == thread)
-                     & (ctx.receives["delivery_count"].fillna(0) > 1)]
+    r = ctx.of_thread("receives", thread)
+    r = r[r["delivery_count"].fillna(0) > 1]
     r = r[r["at_aligned"] <= b["at"] + pd.Timedelta(seconds=5)]
     if r.empty:
         return None
@@ -114,8 +126,8 @@ def _workers(ctx: Context, thread: str | None, a: Attempt, b: Attempt
     """Workers that ran the two attempts, from spans or from the checkpoints around them."""
     wa, wb = _s(a.get("worker")), _s(b.get("worker"))
     if (wa is None or wb is None) and thread is not None and not ctx.checkpoints.empty:
-        ck = ctx.checkpoints[(ctx.checkpoints["thread_id"] == thread)
-                             & ctx.checkpoints["worker"].notna()]
+        ck = ctx.of_thread("checkpoints", thread)
+        ck = ck[ck["worker"].notna()]
         before = ck[ck["at_aligned"] <= a["at"]]
         after = ck[ck["at_aligned"] >= b["at"]]
         if wa is None and len(before):

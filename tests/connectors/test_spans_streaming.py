@@ -7,7 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from connectors import spans
+from connectors.base import LoadResult, SourceError
+from connectors.jsonfile import json_documents
+from tests.connectors.fuzz_inputs import json_text, mutate
 from twice.timeline import validate
 
 T0 = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z in ns
@@ -81,3 +88,63 @@ def test_a_jaeger_duration_past_2262_loses_the_end_not_the_file(tmp_path: Path) 
     assert result.rows["end"].isna().all()
     assert [w.detail for w in result.warnings] == [
         "data[0].spans[0]: span 00000000000000c1: unreadable duration; end left empty"]
+
+
+# --- the reader: one line at a time, and the exporters' lines the fast way ---------------------
+
+def test_a_line_past_the_limit_is_skipped_without_being_held(tmp_path: Path) -> None:
+    from connectors.spans_read import span_documents
+
+    path = _write(tmp_path, _export(TOOL), {"pad": "x" * 5000}, _export(HTTP))
+    warnings: list = []
+    docs = list(span_documents(path, warnings, max_line=4000))
+    assert [locator for locator, _ in docs] == [f"{path}:1", f"{path}:3"]
+    assert [(w.source, w.detail) for w in warnings] == [(f"{path}:2", "line longer than 0 MiB; "
+                                                         "skipped")]
+
+
+def test_past_the_document_limit_a_file_is_read_as_lines(tmp_path: Path) -> None:
+    from connectors.spans_read import span_documents
+
+    # a bad first line: small files are tried as one multi-line document, big ones are not
+    path = tmp_path / "traces.jsonl"
+    path.write_text("{not json\n" + "".join(json.dumps(d) + "\n" for d in (_export(TOOL),)))
+    small: list = []
+    big: list = []
+    assert list(span_documents(path, small)) == list(span_documents(path, big, max_document=10))
+    assert small == big and [w.source for w in big] == [f"{path}:1"]
+
+
+_settings = settings(max_examples=40, deadline=None, derandomize=True, database=None,
+                     suppress_health_check=[HealthCheck.too_slow,
+                                            HealthCheck.function_scoped_fixture])
+
+
+@_settings
+@given(docs=st.lists(st.sampled_from([_export(TOOL), _export(HTTP), _export(TOOL, HTTP)]),
+                     min_size=1, max_size=3).flatmap(
+    lambda docs: st.tuples(*[mutate(doc) for doc in docs])))
+def test_the_fast_way_gives_what_the_general_way_gives(tmp_path: Path, docs: Any) -> None:
+    """Files read the fast way (`connectors.spans_read` a line at a time; exporters' lines
+    through msgspec structs, `connectors.spans_fast`) and the general way (the whole file read
+    by `connectors.jsonfile.json_documents`, every line through orjson + `spans_otlp`): the same
+    rows and warnings, or the same SourceError."""
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(b"".join(json_text(doc) + b"\n" for doc in docs))
+
+    def general() -> LoadResult:
+        read_warnings: list = []
+        result = spans.parse_spans(json_documents(path, read_warnings), str(path))
+        result.warnings[:0] = read_warnings
+        return result
+
+    try:
+        fast = spans.load(path)
+    except SourceError as exc:
+        with pytest.raises(SourceError) as general_error:
+            general()
+        assert str(general_error.value) == str(exc)
+        return
+    expected = general()
+    assert fast.rows.equals(expected.rows)
+    assert fast.warnings == expected.warnings

@@ -127,6 +127,24 @@ def test_explanations_say_what_gave_it_away_and_what_would_have_misled(
     assert drills.grade(drill, folder, "sdk_retry", "client_key").score == 1  # nothing to fix
 
 
+def test_a_resume_past_the_key_retention_wants_a_record_of_effects_not_a_key(
+        generated: dict[tuple[int, str], tuple[Drill, Path]]) -> None:
+    drill, folder = generated[(4, "human_pause")]
+    truth = _truth(folder)
+    assert drills.answer_key(truth) == ("redelivery", frozenset({"effects_record"}))
+    # the derived key was already sent: answering "derive the key" is the tempting wrong fix
+    assert drills.grade(drill, folder, "redelivery", "derived_key").score == 1
+    assert drills.grade(drill, folder, "redelivery", "effects_record").score == 2
+    q = drills.question(drill, folder)
+    assert [g.band.value for g in q.gaps] == ["beyond_retention"]
+    keys = set(q.attempts["idempotency_key"])
+    assert len(keys) == 1 and all(isinstance(k, str) and k for k in keys)
+    e = drills.explain(drill, folder)
+    assert any("key retention" in x and "same derived" in x for x in e.misled)
+    assert any(x.startswith("key_expired") for x in e.gave_away)
+    assert "durable record" in e.fix
+
+
 def test_a_skewed_provider_clock_is_explained_and_still_aligned(
         generated: dict[tuple[int, str], tuple[Drill, Path]]) -> None:
     drill, folder = generated[(4, "gateway_retry")]

@@ -33,6 +33,7 @@ FIXED = {
     "step_retry": {"key": "derived"},
     "redelivery": {"key": "derived"},
     "model_reemission": {"on_timeout": "unknown"},
+    "human_pause": {"effects": "ledger"},  # a durable record of the agent's own effects
 }
 
 
@@ -99,3 +100,12 @@ def test_the_fixed_form_leaves_one_effect(
     for group in _customer_groups(_analyze(folder, capsys), truth["customer"]):
         assert all(d["protected"] for d in group["duplicates"])
         assert group["money_at_risk"] == {}
+
+
+def test_a_resume_past_key_retention_is_reported_as_an_expired_key(
+        fresh: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    truth = json.loads((fresh["human_pause"] / "truth.json").read_text())
+    (group,) = _customer_groups(_analyze(fresh["human_pause"], capsys), truth["customer"])
+    (duplicate,) = group["duplicates"]
+    assert duplicate["band"] == "beyond_retention" and not duplicate["protected"]
+    assert {"key_derived", "key_expired"} <= {f["code"] for f in group["findings"]}

@@ -22,6 +22,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from lab.__main__ import main
+from lab.agent import derived_key
 from lab.scenarios import SCENARIOS, run_scenario
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_data"
@@ -277,6 +278,53 @@ def test_model_reemission_new_tool_call_id_same_arguments_after_failure(incident
     assert len(tool_spans(all_spans, first["id"])) == len(tool_spans(all_spans, second["id"])) == 1
 
 
+def test_human_pause_resumes_past_key_retention_same_key_charged_twice(incident):
+    folder = incident("human_pause")
+    t = truth(folder)
+    rows = effect_requests(folder, t["customer"])
+    assert len(rows) == 2 and len(created_intents(folder, t["customer"])) == 2
+    # the fix for rows 1-4 was in place: one derived key, sent twice, and the provider had
+    # pruned it (no replay) because the resume came after its 24 h retention
+    (call_id,) = {c["id"] for c in tool_calls(final_messages(folder, t["thread_id"]))}
+    assert {r["idempotency_key"] for r in rows} == {derived_key(t["thread_id"], call_id)}
+    assert [r["replayed"] for r in rows] == ["false", "false"]
+    assert 24 * 3600 < seconds_between(rows) < 36 * 3600
+    assert t["layer"] == "redelivery" and t["protected"] is False
+    assert t["duplicate_tool_call_ids"] == [call_id]
+    history = checkpoints(folder, t["thread_id"])
+    workers = [c.metadata["worker"] for c in history]
+    assert workers[0] == "worker-a" and workers[-1] == "worker-b"
+    # worker-a's last checkpoint holds the pending tool call and the interrupt, not its result
+    paused = [c for c in history if c.metadata["worker"] == "worker-a"][-1]
+    assert paused.checkpoint["channel_values"]["messages"][-1].tool_calls[0]["id"] == call_id
+    assert any(w[1] == "__interrupt__" for w in paused.pending_writes or [])
+    results = [m for m in final_messages(folder, t["thread_id"]) if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in results] == [call_id]
+    hosts = [s["host"] for s in http_spans_with_keys(spans(folder), {rows[0]["idempotency_key"]})]
+    assert hosts == ["worker-a", "worker-b"]
+
+
+def test_effects_ledger_stops_the_resumed_charge(incident):
+    folder = incident("human_pause", effects="ledger")
+    t = truth(folder)
+    rows = effect_requests(folder, t["customer"])
+    assert len(rows) == 1 and len(created_intents(folder, t["customer"])) == 1
+    assert t["layer"] == "none" and t["effects_created"] == 1
+    (call_id,) = t["duplicate_tool_call_ids"]
+    conn = sqlite3.connect(str(folder / "checkpoints.sqlite"))
+    try:
+        recorded = conn.execute(
+            "SELECT object_id, tool_call_id FROM agent_effects WHERE idempotency_key = ?",
+            (rows[0]["idempotency_key"],),
+        ).fetchall()
+    finally:
+        conn.close()
+    assert recorded == [(t["payment_intents"][0], call_id)]
+    # the run still completed after the human's approval, answering from the record
+    results = [m for m in final_messages(folder, t["thread_id"]) if isinstance(m, ToolMessage)]
+    assert json.loads(str(results[0].content))["payment_intent"] == t["payment_intents"][0]
+
+
 # ---------------------------------------------------------------------------- fixes, controls
 
 
@@ -365,3 +413,18 @@ def test_sample_folder_matches_its_truth(name):
     assert t["scenario"] == name
     assert len(created_intents(folder, t["customer"])) == t["effects_created"]
     assert all(p.stat().st_size < 1_000_000 for p in folder.iterdir())
+
+
+def test_cli_passes_scenario_options(tmp_path, capsys):
+    out = tmp_path / "fixed"
+    assert main(["run", "human_pause", "--out", str(out), "--noise", "0",
+                 "--set", "effects=ledger", "--set", "pause_hours=30"]) == 0
+    t = truth(out)
+    assert t["effects_created"] == 1
+    history = checkpoints(out, t["thread_id"])
+    first, last = (datetime.fromisoformat(c.checkpoint["ts"]) for c in (history[0], history[-1]))
+    assert 30 * 3600 <= (last - first).total_seconds() <= 30 * 3600 + 120
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "human_pause", "--out", str(tmp_path / "bad"), "--set", "colour=blue"])
+    assert exited.value.code == 2
+    assert "does not take ['colour']" in capsys.readouterr().err

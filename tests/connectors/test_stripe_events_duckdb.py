@@ -1,0 +1,139 @@
+"""The DuckDB fast path for big Stripe event exports gives exactly the Python path's rows and
+warnings, or declines (None) and leaves the file to the Python path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from connectors import stripe_events, stripe_events_duckdb
+from connectors.jsonfile import json_documents
+from tests.connectors.fuzz_inputs import json_text, mutated_records
+from tests.connectors.fuzz_summary import fuzz_settings
+
+DATA = Path(__file__).parent / "data" / "provider"
+EVENTS: list[Any] = orjson.loads((DATA / "events_page.json").read_bytes())["data"]
+
+
+def _python_path(path: Path) -> stripe_events.LoadResult:
+    warnings: list[stripe_events.SourceWarning] = []
+    result = stripe_events.parse_documents(json_documents(path, warnings), str(path))
+    result.warnings[:0] = warnings
+    return result
+
+
+def _same(fast: stripe_events.LoadResult, slow: stripe_events.LoadResult) -> None:
+    assert list(fast.rows.columns) == list(slow.rows.columns)
+    for col in slow.rows.columns:
+        assert str(fast.rows[col].dtype) == str(slow.rows[col].dtype), col
+        assert fast.rows[col].equals(slow.rows[col]), (col, fast.rows[col].head().tolist(),
+                                                       slow.rows[col].head().tolist())
+    assert fast.warnings == slow.warnings
+
+
+def _event(i: int, **changes: Any) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "id": f"pi_{i:06d}", "object": "payment_intent", "amount": 1000 + i % 7,
+        "currency": "USD" if i % 5 == 0 else "eur", "status": "succeeded",
+        "customer": {"id": f"cus_{i % 13}", "object": "customer"} if i % 4 == 0
+        else f"cus_{i % 13}",
+        "metadata": {"thread_id": f"th_{i // 3}", "tool_call_id": f"call_{i}"} if i % 3 == 0
+        else {},
+        "description": "Subscription\t renewal   for\nApril" if i % 6 == 0 else None,
+    }
+    if i % 11 == 0:
+        obj.update(status="requires_payment_method", amount=None,
+                   last_payment_error={"message": "Your card was declined. " * 20})
+    if i % 17 == 0:
+        obj.update(object="charge", id=f"ch_{i:06d}", status="failed",
+                   failure_message="insufficient funds")
+    event = {"id": f"evt_{i:06d}", "object": "event", "api_version": "2024-06-20",
+             "created": 1_717_424_400 + i, "livemode": i % 9 == 0,
+             "type": "charge.failed" if i % 17 == 0 else "payment_intent.succeeded",
+             "request": {"id": None if i % 10 == 0 else f"req_{i // 2}",
+                         "idempotency_key": None if i % 8 == 0 else f"key_{i // 2}"},
+             "data": {"object": obj}}
+    event.update(changes)
+    return event
+
+
+def _write(path: Path, events: list[Any], tail: bytes = b"") -> Path:
+    path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events) + tail)
+    return path
+
+
+def test_a_clean_export_is_read_by_duckdb_exactly_as_by_python(tmp_path: Path) -> None:
+    path = _write(tmp_path / "events.jsonl", [_event(i) for i in range(3000)])
+    fast = stripe_events_duckdb.load(path, str(path), min_bytes=0)
+    assert fast is not None
+    _same(fast, _python_path(path))
+    assert any("live-mode" in w.detail for w in fast.warnings)  # the file mixes modes
+    assert fast.rows["detail"].str.len().max() == stripe_events.DETAIL_MAX
+
+
+def test_big_files_take_the_fast_path_through_load(tmp_path: Path) -> None:
+    events = [_event(i) for i in range(60_000)]
+    path = _write(tmp_path / "events.jsonl", events)
+    assert path.stat().st_size >= stripe_events_duckdb.MIN_BYTES
+    assert stripe_events_duckdb.load(path, str(path)) is not None
+    _same(stripe_events.load(path), _python_path(path))
+
+
+@pytest.mark.parametrize("why, events, tail", [
+    ("blank line", [_event(0), _event(1)], b"\n" + orjson.dumps(_event(2)) + b"\n"),
+    ("bad JSON line", [_event(0), _event(1)], b"{not json\n"),
+    ("duplicate id", [_event(0), _event(1), _event(1)], b""),
+    ("untrimmed id", [_event(0), _event(1, id="evt_1 ")], b""),
+    ("unicode space", [_event(0), _event(1, id="\u2003evt_1")], b""),
+    ("string request", [_event(0), _event(1, request="req_1")], b""),
+    ("no request", [_event(0), {k: v for k, v in _event(1).items() if k != "request"}], b""),
+    ("float created", [_event(0), _event(1, created=1_717_424_400.5)], b""),
+    ("absurd created", [_event(0), _event(1, created=17_174_244_000_000)], b""),
+    ("not an event", [_event(0), _event(1, object="charge")], b""),
+    ("float amount", [_event(0), _event(1, data={"object": {"id": "pi_1", "amount": 10.0}})],
+     b""),
+    ("numeric metadata", [_event(0), _event(1, data={"object": {"id": "pi_1", "metadata": {
+        "n": 1}}})], b""),
+    ("one event", [_event(0)], b""),
+])
+def test_anything_unusual_is_left_to_the_python_path(tmp_path: Path, why: str,
+                                                     events: list[Any], tail: bytes) -> None:
+    path = _write(tmp_path / "events.jsonl", events, tail)
+    assert stripe_events_duckdb.load(path, str(path), min_bytes=0) is None, why
+    # load() answers as the Python path does, warnings and all
+    result = stripe_events.load(path)
+    slow = _python_path(path)
+    assert result.rows.equals(slow.rows)
+    assert result.warnings == slow.warnings
+
+
+def test_a_byte_order_mark_is_left_to_the_python_path(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b"".join(orjson.dumps(_event(i)) + b"\n"
+                                               for i in range(3)))
+    assert stripe_events_duckdb.load(path, str(path), min_bytes=0) is None
+
+
+@fuzz_settings(30)
+@given(events=mutated_records(EVENTS), spare=st.integers(0, 3))
+def test_mutated_events_are_read_exactly_or_declined(tmp_path_factory: pytest.TempPathFactory,
+                                                     events: list[Any], spare: int) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "events.jsonl"
+    # the mutated records, among clean ones so that most files are worth reading
+    records = [_event(i) for i in range(spare)] + events
+    path.write_bytes(b"".join(json_text(r) + b"\n" for r in records))
+    fast = stripe_events_duckdb.load(path, str(path), min_bytes=0)
+    if fast is not None:
+        _same(fast, _python_path(path))
+
+
+def test_the_whitespace_it_checks_is_what_python_strips() -> None:
+    import sys
+
+    assert list(stripe_events_duckdb._WS_CODES) == [
+        c for c in range(sys.maxunicode + 1) if chr(c).isspace()]
