@@ -83,34 +83,7 @@ def generate(folder: Path, n_events: int, n_spans: int, n_checkpoints: int, seed
                     n_ev += 1
                 if n_sp + 2 > n_spans:
                     continue
-                tool_span_id = f"{i:08x}{r:08x}"
-                start = int(tr * 1e9)
-                trace = f"{i:032x}"
-                batch.append({
-                    "traceId": trace, "spanId": tool_span_id, "name": "execute_tool charge",
-                    "kind": 1, "startTimeUnixNano": str(start),
-                    "endTimeUnixNano": str(start + 900_000_000), "status": {"code": 1},
-                    "attributes": [
-                        _attr("gen_ai.operation.name", "execute_tool"),
-                        _attr("gen_ai.tool.name", "charge_subscription"),
-                        _attr("gen_ai.tool.call.id", tcid),
-                        _attr("gen_ai.conversation.id", thread),
-                        _attr("gen_ai.tool.call.arguments", json.dumps(
-                            {"customer_id": customer, "amount": amount, "currency": "usd"})),
-                    ]})
-                batch.append({
-                    "traceId": trace, "spanId": f"{i:08x}{r + 8:08x}",
-                    "parentSpanId": tool_span_id, "name": "POST", "kind": 3,
-                    "startTimeUnixNano": str(start + 100_000_000),
-                    "endTimeUnixNano": str(start + 700_000_000), "status": {"code": 0},
-                    "attributes": [
-                        _attr("http.request.method", "POST"),
-                        _attr("url.full", "https://api.stripe.com/v1/payment_intents"),
-                        _attr("http.response.status_code", 200),
-                        _attr("http.request.resend_count", 0),
-                        _attr("http.request.header.idempotency-key", [key]),
-                        _attr("http.response.header.request-id", [req]),
-                    ]})
+                batch += call_spans(i, r, tr, key, req, tcid, thread, customer, amount)
                 n_sp += 2
                 if len(batch) >= 512:
                     sp.write(orjson.dumps(_export(batch)) + b"\n")
@@ -120,6 +93,38 @@ def generate(folder: Path, n_events: int, n_spans: int, n_checkpoints: int, seed
     _checkpoints(folder / "checkpoints.sqlite", n_checkpoints, rng)
     return {"events": n_ev, "spans": n_sp, "checkpoints": n_checkpoints,
             "bytes": sum(p.stat().st_size for p in folder.iterdir())}
+
+
+def call_spans(i: int, r: int, tr: float, key: str, req: str, tcid: str, thread: str,
+               customer: str, amount: int) -> list[dict]:
+    """The two spans of run r of call i: its tool span and the Stripe HTTP client span under it."""
+    tool_span_id = f"{i:08x}{r:08x}"
+    start = int(tr * 1e9)
+    trace = f"{i:032x}"
+    return [{
+        "traceId": trace, "spanId": tool_span_id, "name": "execute_tool charge",
+        "kind": 1, "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(start + 900_000_000), "status": {"code": 1},
+        "attributes": [
+            _attr("gen_ai.operation.name", "execute_tool"),
+            _attr("gen_ai.tool.name", "charge_subscription"),
+            _attr("gen_ai.tool.call.id", tcid),
+            _attr("gen_ai.conversation.id", thread),
+            _attr("gen_ai.tool.call.arguments", json.dumps(
+                {"customer_id": customer, "amount": amount, "currency": "usd"})),
+        ]}, {
+        "traceId": trace, "spanId": f"{i:08x}{r + 8:08x}",
+        "parentSpanId": tool_span_id, "name": "POST", "kind": 3,
+        "startTimeUnixNano": str(start + 100_000_000),
+        "endTimeUnixNano": str(start + 700_000_000), "status": {"code": 0},
+        "attributes": [
+            _attr("http.request.method", "POST"),
+            _attr("url.full", "https://api.stripe.com/v1/payment_intents"),
+            _attr("http.response.status_code", 200),
+            _attr("http.request.resend_count", 0),
+            _attr("http.request.header.idempotency-key", [key]),
+            _attr("http.response.header.request-id", [req]),
+        ]}]
 
 
 def _export(spans: list[dict]) -> dict:

@@ -30,28 +30,14 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from analyze_bench import _export, call_spans  # noqa: E402
+
 from connectors import spans  # noqa: E402
 
 T0 = 1_717_424_400  # 2024-06-03T14:20:00Z
 TARGET_RATIO = 3.0
-
-
-def _attr(key: str, value: object) -> dict[str, object]:
-    if isinstance(value, bool):
-        return {"key": key, "value": {"boolValue": value}}
-    if isinstance(value, int):
-        return {"key": key, "value": {"intValue": str(value)}}
-    if isinstance(value, list):
-        return {"key": key, "value": {"arrayValue": {"values": [{"stringValue": v}
-                                                                 for v in value]}}}
-    return {"key": key, "value": {"stringValue": str(value)}}
-
-
-def _export(batch: list[dict]) -> dict:
-    return {"resourceSpans": [{
-        "resource": {"attributes": [_attr("service.name", "billing-agent"),
-                                    _attr("host.name", "worker-a")]},
-        "scopeSpans": [{"scope": {"name": "twice.bench"}, "spans": batch}]}]}
 
 
 def generate(path: Path, n_spans: int, batch_size: int = 512) -> dict[str, int]:
@@ -71,34 +57,8 @@ def generate(path: Path, n_spans: int, batch_size: int = 512) -> dict[str, int]:
             for r, (tr, key) in enumerate(runs):
                 if n + 2 > n_spans:
                     break
-                tool_span_id = f"{i:08x}{r:08x}"
-                start = int(tr * 1e9)
-                trace = f"{i:032x}"
-                batch.append({
-                    "traceId": trace, "spanId": tool_span_id, "name": "execute_tool charge",
-                    "kind": 1, "startTimeUnixNano": str(start),
-                    "endTimeUnixNano": str(start + 900_000_000), "status": {"code": 1},
-                    "attributes": [
-                        _attr("gen_ai.operation.name", "execute_tool"),
-                        _attr("gen_ai.tool.name", "charge_subscription"),
-                        _attr("gen_ai.tool.call.id", tcid),
-                        _attr("gen_ai.conversation.id", thread),
-                        _attr("gen_ai.tool.call.arguments", json.dumps(
-                            {"customer_id": customer, "amount": amount, "currency": "usd"})),
-                    ]})
-                batch.append({
-                    "traceId": trace, "spanId": f"{i:08x}{r + 8:08x}",
-                    "parentSpanId": tool_span_id, "name": "POST", "kind": 3,
-                    "startTimeUnixNano": str(start + 100_000_000),
-                    "endTimeUnixNano": str(start + 700_000_000), "status": {"code": 0},
-                    "attributes": [
-                        _attr("http.request.method", "POST"),
-                        _attr("url.full", "https://api.stripe.com/v1/payment_intents"),
-                        _attr("http.response.status_code", 200),
-                        _attr("http.request.resend_count", 0),
-                        _attr("http.request.header.idempotency-key", [key]),
-                        _attr("http.response.header.request-id", [f"req_{cid}{r}"]),
-                    ]})
+                batch += call_spans(i, r, tr, key, f"req_{cid}{r}", tcid, thread,
+                                    customer, amount)
                 n += 2
                 if len(batch) >= batch_size:
                     out.write(orjson.dumps(_export(batch)) + b"\n")
