@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -72,7 +73,7 @@ class DrillStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._connect() as conn:
-                conn.execute("PRAGMA journal_mode=WAL")
+                self._wal(conn)
                 self._migrate(conn)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{self.path}: {exc}") from None
@@ -86,6 +87,19 @@ class DrillStore:
             yield conn
         finally:
             conn.close()
+
+    @staticmethod
+    def _wal(conn: sqlite3.Connection) -> None:
+        # Switching a new file to WAL can answer "database is locked" at once, without the busy
+        # handler, while another process opens the same new file: wait and try again.
+        for attempt in range(100):
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or attempt == 99:
+                    raise
+                time.sleep(0.1)
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")  # two processes opening at once migrate once

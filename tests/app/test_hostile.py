@@ -164,7 +164,8 @@ def test_no_view_runs_hostile_evidence(hostile: Hostile, browser: Any, query: st
         assert "{{7*7}}" in body
         assert "<U+202E>" in body and "\u202e" not in body
         if "tab=timeline" in query or "tab=gaps" in query:
-            page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+            # the drag layer is drawn after the plot element: wait for it before sweeping
+            page.locator(".js-plotly-plot .nsewdrag").first.wait_for(timeout=60_000)
             assert _hover_points(page) > 0, "no hover label was drawn"
     else:
         # the list's markdown link carries the title as its text, markup shown, not followed
