@@ -213,7 +213,7 @@ def test_html_report_shows_hostile_evidence_as_text(hostile: Hostile, browser: A
             if "Content Security Policy" in m.text else None)
     page.goto(report.as_uri())
     # plotly's own scripts are allowed by hash: both charts draw
-    page.locator(".js-plotly-plot .nsewdrag").first.wait_for(timeout=30_000)
+    page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=30_000)
     assert page.locator(".js-plotly-plot").count() == 2
     assert _hover_points(page) > 0
     _nothing_ran(page, dialogs)
