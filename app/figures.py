@@ -73,6 +73,9 @@ _HOVER_FIELDS = [
     ("worker", "worker"), ("step", "step"), ("name", "name"),
 ]
 AGGREGATE_BUCKETS = 240
+# at most this many markers are drawn as SVG (any browser); more go to WebGL (fast, needs a GPU or
+# a software GL): a few thousand SVG markers still pan and hover smoothly
+SVG_MAX_POINTS = 3_000
 SELECTED_NAME = "selected group"
 ATTEMPTS_LINE_NAME = "selected group: attempts"
 AGGREGATE_NAME = "other rows (count per time bucket)"
@@ -227,8 +230,9 @@ def _hover(rows: pd.DataFrame, lane: pd.Series, x: pd.Series) -> pd.Series:
     return text
 
 
-def _lane_trace(rows: pd.DataFrame, lane: pd.Series, x: pd.Series, kind: str) -> go.Scattergl:
-    return go.Scattergl(
+def _lane_trace(rows: pd.DataFrame, lane: pd.Series, x: pd.Series, kind: str,
+                scatter: type[go.Scatter] | type[go.Scattergl]) -> go.Scatter | go.Scattergl:
+    return scatter(
         x=x.to_numpy(), y=lane.to_numpy(), mode="markers", name=LANES[kind], legendgroup=kind,
         customdata=rows.index.to_numpy(), text=_hover(rows, lane, x).to_numpy(),
         hovertemplate="%{text}<extra></extra>",
@@ -270,8 +274,13 @@ def _attempt_anchors(group: Group, aligned: bool) -> tuple[pd.Series, pd.Series]
 
 def timeline_figure(analysis: Analysis, selected_group: str | None = None, aligned: bool = True,
                     window: tuple[pd.Timestamp, pd.Timestamp] | None = None,
-                    max_points: int = 20_000) -> go.Figure:
-    """Every source's rows on one time axis, one lane per kind of record (WebGL markers).
+                    max_points: int = 20_000, webgl: bool = True) -> go.Figure:
+    """Every source's rows on one time axis, one lane per kind of record.
+
+    Up to `SVG_MAX_POINTS` drawn points the markers are SVG, which every browser draws (a browser
+    without WebGL, e.g. a VM or a remote desktop with the GPU off, shows plotly's "WebGL is not
+    supported" instead of WebGL traces); past it they are WebGL, which stays interactive, unless
+    `webgl` is False (the HTML report: its script policy forbids the eval WebGL's shaders need).
 
     Over `max_points` rows in the window, lanes that do not fit the budget are drawn as counts
     per time bucket; rows that are attempts of any group (and the selected group's rows) are
@@ -306,6 +315,8 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
         aggregated_lanes = [LANES[k] for k in sizes[~fits].index]
         individual = keep | rows["kind"].isin(point_kinds)
 
+    n_drawn = int(individual.sum()) + (2 * int(selected_mask.sum()) if group is not None else 0)
+    scatter = go.Scattergl if webgl and n_drawn > SVG_MAX_POINTS else go.Scatter
     fig = go.Figure()
     present = [k for k in LANES if (rows["kind"] == k).any()]
     lanes = [LANES[k] for k in present]
@@ -317,10 +328,10 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
     for kind in present:
         part = individual & (rows["kind"] == kind)
         if part.any():
-            fig.add_trace(_lane_trace(rows[part], lane[part], x[part], kind))
+            fig.add_trace(_lane_trace(rows[part], lane[part], x[part], kind, scatter))
     if group is not None and selected_mask.any():
         sel = selected_mask
-        fig.add_trace(go.Scattergl(
+        fig.add_trace(scatter(
             x=x[sel].to_numpy(), y=lane[sel].to_numpy(), mode="markers", name=SELECTED_NAME,
             customdata=rows.index[sel].to_numpy(),
             text=_hover(rows[sel], lane[sel], x[sel]).to_numpy(),
@@ -334,7 +345,7 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
             (ax >= _utc_naive(pd.Series([lo_w])).iloc[0]) & \
             (ax <= _utc_naive(pd.Series([hi_w])).iloc[0])
         color = LAYER_COLORS.get(group.worst_layer.value if group.worst_layer else "unknown")
-        fig.add_trace(go.Scattergl(
+        fig.add_trace(scatter(
             x=ax[inside].to_numpy(), y=alane[inside].to_numpy(), mode="lines+markers",
             name=ATTEMPTS_LINE_NAME, customdata=group.attempts["attempt_id"][inside].to_numpy(),
             hovertemplate="attempt %{customdata}<br>%{x}<extra></extra>",

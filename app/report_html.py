@@ -13,7 +13,7 @@ import hashlib
 import re
 from html import escape as _escape
 
-from app.figures import duplicates_frame, gaps_figure, timeline_figure
+from app.figures import SVG_MAX_POINTS, duplicates_frame, gaps_figure, timeline_figure
 from app.store import Snapshot
 from twice.engine import Analysis
 from twice.layers import PLAIN_WORDS
@@ -62,7 +62,9 @@ def build_report(snap: Snapshot, analysis: Analysis) -> str:
         parts.append("<h2>Gaps against the bands</h2>")
         parts.append(gaps_figure(dups).to_html(full_html=False, include_plotlyjs="inline"))
     parts.append("<h2>Timeline</h2>")
-    parts.append(timeline_figure(analysis).to_html(
+    # SVG only: the policy below runs no eval, which plotly's WebGL traces need (they would show
+    # "WebGL is not supported"); past SVG_MAX_POINTS rows the other rows are counted per bucket
+    parts.append(timeline_figure(analysis, max_points=SVG_MAX_POINTS, webgl=False).to_html(
         full_html=False, include_plotlyjs=False if len(dups) else "inline"))
     for group in analysis.groups:
         parts.append(f"<h2>Group <code>{escape(group.group_id)}</code>: tool "

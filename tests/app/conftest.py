@@ -67,3 +67,45 @@ def chromium() -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+# Screen positions of a chart's data points, from plotly's own axes (the timeline's points are
+# WebGL, so there is no element per point to aim at; sweeping the mouse blindly was flaky).
+_POINTS_JS = """
+gd => {
+  const fl = gd._fullLayout, box = gd.getBoundingClientRect(), out = [];
+  for (const t of gd._fullData || []) {
+    if (t.visible !== true || !t.x || !t.y) continue;
+    const xa = fl[t.xaxis.replace('x', 'xaxis')], ya = fl[t.yaxis.replace('y', 'yaxis')];
+    for (let i = 0; i < Math.min(t.x.length, 50); i++) {
+      const px = xa.d2p(t.x[i]), py = ya.d2p(t.y[i]);
+      if (!isFinite(px) || !isFinite(py) || px < 0 || px > xa._length || py < 0
+          || py > ya._length) continue;
+      out.push([box.left + xa._offset + px, box.top + ya._offset + py]);
+    }
+  }
+  return out;
+}
+"""
+
+
+def hover_points(page: Any) -> int:
+    """Aim the mouse at each chart's data points and count the charts for which plotly drew a
+    hover label (it carries evidence text). Labels are drawn after a throttle, so each aim waits
+    for one, and a chart gets several points before it counts as unlabelled."""
+    page.locator(".js-plotly-plot .nsewdrag").first.wait_for(state="attached", timeout=60_000)
+    labels = page.locator(".hoverlayer .hovertext")
+    charts = page.locator(".js-plotly-plot")
+    hovered = 0
+    for c in range(charts.count()):
+        charts.nth(c).scroll_into_view_if_needed()
+        for x, y in charts.nth(c).evaluate(_POINTS_JS)[:8]:
+            page.mouse.move(1, 1)  # leave the chart so the next move is a fresh hover
+            page.mouse.move(x, y, steps=4)
+            try:
+                labels.first.wait_for(state="attached", timeout=3_000)
+            except Exception:  # noqa: BLE001 - playwright's TimeoutError: aim at the next point
+                continue
+            hovered += 1
+            break
+    return hovered

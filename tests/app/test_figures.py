@@ -171,7 +171,7 @@ def test_timeline_has_a_lane_per_source_kind(incidents: dict[str, Incident]) -> 
     fig = timeline_figure(analysis)
     lanes = _lane_traces(fig)
     assert set(lanes) == set(LANES.values())  # redelivery has every kind, queue receives too
-    assert all(t.type == "scattergl" for t in fig.data)
+    assert all(t.type == "scatter" for t in fig.data)  # SVG: drawn without WebGL too
     for kind, label in LANES.items():
         trace = lanes[label]
         assert set(trace.y) == {label}
@@ -226,7 +226,7 @@ def test_timeline_window_clips_rows(incidents: dict[str, Incident]) -> None:
         {t.name: t for t in fig.data}[SELECTED_NAME].customdata)
 
 
-def _big(analysis: Analysis, rows: int) -> Analysis:
+def enlarged(analysis: Analysis, rows: int) -> Analysis:
     """The incident's timeline plus shifted copies with fresh ids (the copies are no attempts)."""
     tl = analysis.timeline
     copies = [tl]
@@ -242,7 +242,7 @@ def _big(analysis: Analysis, rows: int) -> Analysis:
 
 def test_big_timeline_aggregates_but_keeps_attempts(incidents: dict[str, Incident]) -> None:
     base = incidents["step_retry"].analysis
-    analysis = _big(base, 60_000)
+    analysis = enlarged(base, 60_000)
     assert len(analysis.timeline) >= 60_000
     group = base.groups[0]
     max_points = 5_000
@@ -252,6 +252,7 @@ def test_big_timeline_aggregates_but_keeps_attempts(incidents: dict[str, Inciden
     individual = sum(len(t.x) for t in lanes.values())
     attempt_rows = set(_attempt_request_rows(analysis, group.group_id))
     assert individual <= max_points + 100
+    assert all(t.type == "scattergl" for t in lanes.values())  # past SVG_MAX_POINTS: WebGL
     kept = set().union(*(set(t.customdata) for t in lanes.values()))
     assert attempt_rows <= kept  # the attempts are points, never only counts
     assert attempt_rows <= set(by_name[SELECTED_NAME].customdata)
@@ -262,6 +263,7 @@ def test_big_timeline_aggregates_but_keeps_attempts(incidents: dict[str, Inciden
     # under the budget everything is a point and nothing is aggregated
     small = timeline_figure(base, selected_group=group.group_id, max_points=max_points)
     assert AGGREGATE_NAME not in {t.name for t in small.data}
+    assert {t.type for t in small.data} == {"scatter"}
 
 
 def test_attempt_comparison_of_step_retry(incidents: dict[str, Incident]) -> None:

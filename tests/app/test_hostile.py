@@ -22,7 +22,7 @@ import pytest
 from app.report_html import build_report, visible
 from app.store import Note, Override, Snapshot, open_store
 from connectors import registry
-from tests.app.conftest import chromium, running_app
+from tests.app.conftest import chromium, hover_points, running_app
 from twice.engine import analyze
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,25 +111,6 @@ def _settle(page: Any) -> None:
     page.wait_for_timeout(1000)
 
 
-def _hover_points(page: Any) -> int:
-    """Sweep the mouse over each chart so plotly draws hover labels (they carry evidence text;
-    the timeline's points are WebGL, so there is no element per point to aim at)."""
-    hovered = 0
-    charts = page.locator(".js-plotly-plot .nsewdrag")
-    for c in range(charts.count()):
-        charts.nth(c).scroll_into_view_if_needed()
-        box = charts.nth(c).bounding_box()
-        if box is None:
-            continue
-        for row in range(12):
-            for col in range(48):
-                page.mouse.move(box["x"] + box["width"] * (col + 0.5) / 48,
-                                box["y"] + box["height"] * (row + 0.5) / 12)
-                if page.locator(".hoverlayer .hovertext").count():
-                    hovered += 1
-    return hovered
-
-
 def _nothing_ran(page: Any, dialogs: list[str]) -> None:
     assert page.evaluate("typeof window.__pwned") == "undefined"
     assert dialogs == []
@@ -166,7 +147,7 @@ def test_no_view_runs_hostile_evidence(hostile: Hostile, browser: Any, query: st
         if "tab=timeline" in query or "tab=gaps" in query:
             # the drag layer is drawn after the plot element: wait for it before sweeping
             page.locator(".js-plotly-plot .nsewdrag").first.wait_for(timeout=60_000)
-            assert _hover_points(page) > 0, "no hover label was drawn"
+            assert hover_points(page) > 0, "no hover label was drawn"
     else:
         # the list's markdown link carries the title as its text, markup shown, not followed
         page.wait_for_function(f"document.body.innerText.includes({json.dumps(MD_LINK)})",
@@ -215,7 +196,7 @@ def test_html_report_shows_hostile_evidence_as_text(hostile: Hostile, browser: A
     # plotly's own scripts are allowed by hash: both charts draw
     page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=30_000)
     assert page.locator(".js-plotly-plot").count() == 2
-    assert _hover_points(page) > 0
+    assert hover_points(page) == 2  # both charts drew a label for a point
     _nothing_ran(page, dialogs)
     assert blocked == []  # nothing of ours was blocked; nothing else tried to run
     title = page.locator("h1").inner_text()
