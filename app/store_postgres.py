@@ -43,6 +43,7 @@ from app.store import (
 )
 from connectors.base import redact
 from twice.engine import Analysis
+from twice.timeline import empty_timeline
 
 Migration = Callable[[psycopg.Connection[Any]], None]
 # serialises migrations of concurrent openers (any constant; "twice" in ASCII)
@@ -229,14 +230,15 @@ class PostgresStore:
                          (s.id, p.parquet))
         return s.id
 
-    def get(self, inv_id: str) -> Snapshot | None:
+    def get(self, inv_id: str, *, timeline: bool = True) -> Snapshot | None:
         if not valid_id(inv_id):
             return None
         with self._connect() as conn:
             # REPEATABLE READ would be stricter; notes are append-only, so a note added between
             # these queries only makes the snapshot a little fresher
+            parquet = "parquet" if timeline else "NULL AS parquet"
             row = conn.execute(
-                f"SELECT {_SUMMARY_COLUMNS}, warnings, parquet FROM investigations "
+                f"SELECT {_SUMMARY_COLUMNS}, warnings, {parquet} FROM investigations "
                 "JOIN timelines ON timelines.investigation_id = investigations.id "
                 "WHERE id = %s", (inv_id,)).fetchone()
             if row is None:
@@ -248,7 +250,8 @@ class PostgresStore:
                 "SELECT * FROM overrides WHERE investigation_id = %s ORDER BY seq",
                 (inv_id,)).fetchall()
         return Snapshot(summary=summary_from_row(row),
-                        timeline=timeline_from_parquet(bytes(row["parquet"])),
+                        timeline=timeline_from_parquet(bytes(row["parquet"])) if timeline
+                        else empty_timeline(),
                         notes=[note_from_row(r) for r in notes],
                         overrides=[override_from_row(r) for r in overrides],
                         warnings=loads(row["warnings"]))

@@ -39,6 +39,7 @@ from app.store import (
     valid_id,
 )
 from twice.engine import Analysis
+from twice.timeline import empty_timeline
 
 Migration = Callable[[sqlite3.Connection], None]
 
@@ -217,12 +218,13 @@ class SqliteStore:
                          (s.id, p.parquet))
         return s.id
 
-    def get(self, inv_id: str) -> Snapshot | None:
+    def get(self, inv_id: str, *, timeline: bool = True) -> Snapshot | None:
         if not valid_id(inv_id):
             return None
         with self._connect("BEGIN") as conn:  # one read snapshot for all four queries
+            parquet = "parquet" if timeline else "NULL AS parquet"
             row = conn.execute(
-                f"SELECT {_SUMMARY_COLUMNS}, warnings, parquet FROM investigations "
+                f"SELECT {_SUMMARY_COLUMNS}, warnings, {parquet} FROM investigations "
                 "JOIN timelines ON timelines.investigation_id = investigations.id "
                 "WHERE id = ?", (inv_id,)).fetchone()
             if row is None:
@@ -233,7 +235,8 @@ class SqliteStore:
                 "SELECT * FROM overrides WHERE investigation_id = ? ORDER BY seq",
                 (inv_id,)).fetchall()
         return Snapshot(summary=summary_from_row(dict(row)),
-                        timeline=timeline_from_parquet(row["parquet"]),
+                        timeline=timeline_from_parquet(row["parquet"]) if timeline
+                        else empty_timeline(),
                         notes=[note_from_row(dict(r)) for r in notes],
                         overrides=[override_from_row(dict(r)) for r in overrides],
                         warnings=loads(row["warnings"]))

@@ -12,19 +12,31 @@ key). So the overlap covers only what links attempts BY TIME: the fallback group
 queue receives, minutes). 2 h is well past both. Attempts linked by a FINGERPRINT (tool_call_id,
 idempotency key) are followed wherever they are: a fingerprint seen further apart than the
 overlap ("long") brings its far rows and the evidence tied to them into every chunk that holds
-one of its rows. The engine's memory is bounded by chunk + 2 x overlap (+ far rows), not the
-month; the normalised timeline itself is still loaded whole (connectors read whole files).
+one of its rows.
 
-Each finished chunk is committed to the store (its groups, each saved as an investigation, and
-its "done" mark, app.sweep_store), so a killed sweep resumes where it stopped. The sweep id is a
-hash of what was asked (sources with their sizes and mtimes, window, chunk, options): rerunning
-the same command resumes the same sweep.
+Consecutive chunks are analysed in BATCHES: one engine run over the batch's chunks plus the
+overlap on both sides, each chunk then keeping the groups whose first attempt falls inside it
+(the same ownership as one run per chunk). What the engine estimates from the window it is given
+(the provider's clock offset: a median over the window's request/span pairs) then comes from a
+wider window, closer to one analysis of everything. The engine's cost is mostly per call (a year
+of daily chunks, one run each, took 699 s against 3.5 s for one analysis of the year), so
+batches grow 1, 4, 16, ... chunks (the first results come fast; a kill early loses little), each
+holding at most MAX_BATCH_ROWS rows with its overlap unless its one chunk holds more: the
+engine's memory is bounded by that (+ far rows), not the window; the normalised timeline itself
+is still loaded whole (connectors read whole files). A chunk whose own window holds no row an
+attempt can come from (the provider's requests and events; tool spans and calls when the sources
+have no provider record at all) cannot own a group: it is marked done without the engine.
+
+Each batch is committed to the store in one transaction (its chunks' groups, each saved as an
+investigation, and their "done" marks, app.sweep_store), so a killed sweep resumes where it
+stopped. The sweep id is a hash of what was asked (sources with their sizes and mtimes, window,
+chunk, options): rerunning the same command resumes the same sweep.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,12 +45,13 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from app.store import InvestigationExists, Store
+from app.store import Prepared, Store, prepare
 from app.sweep_evidence import far_rows, group_slices, long_fingerprints
 from app.sweep_store import (
+    ChunkDone,
     SweepGroup,
     SweepRecord,
-    commit_chunk,
+    commit_chunks,
     done_chunks,
     finish_sweep,
     get_sweep,
@@ -48,13 +61,19 @@ from connectors import registry
 from connectors.base import SourceError, redact
 from twice.engine import Group, Options, analyze
 from twice.layers import Bands
-from twice.timeline import SourceWarning
+from twice.timeline import Kind, SourceWarning
 
 Source = tuple[str, str | Path, dict[str, Any]]
 Progress = Callable[[int, int, int], None]  # chunks done, chunks total, groups found so far
 
 DEFAULT_CHUNK_S = 86400.0
 DEFAULT_OVERLAP_S = 2 * 3600.0
+# rows in one engine run (a batch of chunks with its overlap): the engine's cost is mostly per
+# call below this, so small batches pay it again and again; above it, memory grows for nothing
+MAX_BATCH_ROWS = 50_000
+BATCH_GROWTH = 4  # each batch of chunks this many times the last: 1, 4, 16, ...
+PROVIDER_KINDS = [Kind.PROVIDER_REQUEST.value, Kind.PROVIDER_EVENT.value]
+AGENT_KINDS = [Kind.TOOL_SPAN.value, Kind.TOOL_CALL.value]
 
 
 @dataclass(frozen=True)
@@ -154,7 +173,8 @@ def _sweep_group(group: Group, chunk: int, inv_id: str) -> SweepGroup:
     worst = group.worst_layer
     named = [d for d in group.duplicates if d.layer == worst]
     subjects = [str(r["subject"]) for r in group.records if isinstance(r["subject"], str)]
-    times = [_utc(r["at_raw"]).to_pydatetime() for r in group.records]
+    # the store keeps microseconds (a raw clock shifted by a span's time can carry nanoseconds)
+    times = [_utc(r["at_raw"]).floor("us").to_pydatetime() for r in group.records]
     return SweepGroup(
         group_id=group.group_id, chunk=chunk, investigation_id=inv_id,
         first_at=min(times), last_at=max(times),
@@ -166,44 +186,96 @@ def _sweep_group(group: Group, chunk: int, inv_id: str) -> SweepGroup:
         tool_name=group.tool_name, thread_id=group.thread_id, attempts=len(group.records))
 
 
-def sweep_chunk(store: Store, sweep_id: str, plan: Plan, i: int, timeline: pd.DataFrame,
-                at_ns: np.ndarray, long: dict[str, set[str]], options: Options, provider: str,
-                source_names: Sequence[str]) -> list[SweepGroup]:
-    start, end = plan.chunk(i)
-    overlap = pd.Timedelta(seconds=plan.overlap_s)
-    lo, hi = np.searchsorted(at_ns, [(start - overlap).value, (end + overlap).value])
-    own_lo, own_hi = np.searchsorted(at_ns, [start.value, end.value])
-    found: list[SweepGroup] = []
-    if own_hi > own_lo:  # an empty chunk cannot own a group
+def _bearing_times(timeline: pd.DataFrame, at_ns: np.ndarray) -> np.ndarray:
+    """Times (ns, sorted) of the rows an attempt can come from: the provider's requests and
+    events; with none anywhere (agent-side evidence only) the engine counts tool spans and
+    checkpointed tool calls instead. A chunk holding none of these in its own window cannot own
+    a group (a group is owned by the chunk of its first attempt)."""
+    kind = timeline["kind"].to_numpy()
+    bearing = np.isin(kind, PROVIDER_KINDS)
+    if not bearing.any():
+        bearing = np.isin(kind, AGENT_KINDS)
+    return at_ns[bearing]
+
+
+def sweep_batch(store: Store, sweep_id: str, plan: Plan, chunks: Sequence[int],
+                timeline: pd.DataFrame, at_ns: np.ndarray, bearing_ns: np.ndarray,
+                long: dict[str, set[str]], options: Options, provider: str,
+                source_names: Sequence[str], stats: dict[str, int]) -> list[SweepGroup]:
+    """Consecutive chunks analysed at once (one engine run over their windows plus the overlap
+    on both sides), each keeping the groups whose first attempt falls inside it, all committed in
+    one transaction. A chunk without an attempt row in its own window is done without the
+    engine; when no chunk of the batch has one, the engine does not run at all."""
+    windows = [plan.chunk(i) for i in chunks]
+    starts_ns = np.array([s.value for s, _ in windows], dtype=np.int64)
+    lo_b = np.searchsorted(bearing_ns, starts_ns)
+    hi_b = np.searchsorted(bearing_ns, np.array([e.value for _, e in windows], dtype=np.int64))
+    live = [k for k in range(len(chunks)) if hi_b[k] > lo_b[k]]
+    stats["analysed"] = stats.get("analysed", 0) + len(live)
+    stats["skipped"] = stats.get("skipped", 0) + len(chunks) - len(live)
+    owned_by: dict[int, list[SweepGroup]] = {i: [] for i in chunks}
+    prepared: list[Prepared] = []
+    if live:
+        overlap = pd.Timedelta(seconds=plan.overlap_s)
+        first, last = windows[live[0]][0], windows[live[-1]][1]
+        lo, hi = np.searchsorted(at_ns, [(first - overlap).value, (last + overlap).value])
         extra = far_rows(timeline, at_ns, lo, hi, long)
         part = timeline.iloc[lo:hi]
         if len(extra):
             part = pd.concat([part, extra]).sort_values("at", kind="stable")
         part = part.reset_index(drop=True)
-        owned = [g for g in analyze(part, options=options).groups
-                 if start <= _first_raw(g) < end]  # the others: a neighbouring chunk's
-        found = [_sweep_group(g, i, _investigation_id(sweep_id, g.group_id)) for g in owned]
-        # saved by a run killed before it marked this chunk done: kept as they are
-        todo = [(g, f) for g, f in zip(owned, found, strict=True)
-                if store.get(f.investigation_id) is None]
-        slices = group_slices(part, [g for g, _ in todo], options)
-        for (_, f), (rows, sliced) in zip(todo, slices, strict=True):
+        start, end = windows[0][0], windows[-1][1]
+        owned: list[Group] = []
+        for g in analyze(part, options=options).groups:
+            t = _first_raw(g)
+            if start <= t < end:  # the others: a neighbouring batch's
+                owned.append(g)
+        slices = group_slices(part, owned, options)
+        for g, (rows, sliced) in zip(owned, slices, strict=True):
+            i = chunks[int(np.searchsorted(starts_ns, _first_raw(g).value, side="right")) - 1]
+            f = _sweep_group(g, i, _investigation_id(sweep_id, g.group_id))
+            owned_by[i].append(f)
             title = (f"Sweep {sweep_id}: {f.layer or 'no layer'} · {f.customer or 'unknown'} · "
                      f"{f.first_at:%Y-%m-%d %H:%M} UTC")
-            try:
-                store.create(title, rows, provider=provider, sources=source_names,
-                             tags=["sweep", sweep_id, f.layer or "none"],
-                             id=f.investigation_id, analysis=sliced)
-            except InvestigationExists:
-                pass  # another run of the same sweep saved it first: same content
-    commit_chunk(store, sweep_id, i, start.to_pydatetime(), end.to_pydatetime(), found)
-    return found
+            prepared.append(prepare(title, rows, provider=provider, sources=source_names,
+                                    warnings=(), tags=["sweep", sweep_id, f.layer or "none"],
+                                    inv_id=f.investigation_id, analysis=sliced))
+    done = [ChunkDone(chunk=i, start=s.to_pydatetime(), end=e.to_pydatetime(),
+                      groups=owned_by[i]) for i, (s, e) in zip(chunks, windows, strict=True)]
+    commit_chunks(store, sweep_id, done, prepared)
+    return [f for c in done for f in c.groups]
+
+
+def batches(plan: Plan, todo: Sequence[int], at_ns: np.ndarray,
+            max_rows: int | None = None) -> Iterator[list[int]]:
+    """The chunks still to do, in runs of consecutive chunks analysed together: 1, 4, 16, ...
+    chunks (the first results come fast, and a kill early loses little), each run's window
+    (with the overlap) holding at most `max_rows` rows unless its one chunk holds more."""
+    overlap = pd.Timedelta(seconds=plan.overlap_s)
+    cap = MAX_BATCH_ROWS if max_rows is None else max_rows
+
+    def rows(first: int, last: int) -> int:
+        lo, hi = np.searchsorted(at_ns, [(plan.chunk(first)[0] - overlap).value,
+                                         (plan.chunk(last)[1] + overlap).value])
+        return int(hi - lo)
+
+    size, pos = 1, 0
+    while pos < len(todo):
+        batch = [todo[pos]]
+        while (len(batch) < size and pos + len(batch) < len(todo)
+               and todo[pos + len(batch)] == batch[-1] + 1
+               and rows(batch[0], batch[-1] + 1) <= cap):
+            batch.append(batch[-1] + 1)
+        yield batch
+        pos += len(batch)
+        size *= BATCH_GROWTH
 
 
 def run_sweep(store: Store, sources: Sequence[Source], *, since: Any = None, until: Any = None,
               chunk_s: float = DEFAULT_CHUNK_S, overlap_s: float = DEFAULT_OVERLAP_S,
               options: Options | None = None, provider: str = "stripe",
-              sweep_id: str | None = None, progress: Progress | None = None) -> SweepResult:
+              sweep_id: str | None = None, progress: Progress | None = None,
+              stats: dict[str, int] | None = None) -> SweepResult:
     opts = options or Options()
     if chunk_s <= 0 or overlap_s < opts.window_s:
         raise SourceError("command line", "--chunk must be positive and --overlap at least "
@@ -235,16 +307,17 @@ def run_sweep(store: Store, sources: Sequence[Source], *, since: Any = None, unt
     record = get_sweep(store, sweep_id)
     found = record.group_count if record else 0
     at_ns = timeline["at"].dt.as_unit("ns").astype("int64").to_numpy()
+    bearing_ns = _bearing_times(timeline, at_ns)
     names = sorted({n for n, _, _ in sources})
     long = long_fingerprints(timeline, overlap_s)
+    stats = {} if stats is None else stats
     if progress:
         progress(len(done), plan.total, found)
-    for i in range(plan.total):
-        if i in done:
-            continue
-        found += len(sweep_chunk(store, sweep_id, plan, i, timeline, at_ns, long, opts,
-                                 provider, names))
-        done.add(i)
+    todo = [i for i in range(plan.total) if i not in done]
+    for batch in batches(plan, todo, at_ns):
+        found += len(sweep_batch(store, sweep_id, plan, batch, timeline, at_ns, bearing_ns,
+                                 long, opts, provider, names, stats))
+        done.update(batch)
         if progress:
             progress(len(done), plan.total, found)
     finish_sweep(store, sweep_id)

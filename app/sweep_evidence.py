@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,17 +30,35 @@ def _utc(value: Any) -> pd.Timestamp:
     return t.tz_localize("UTC") if t.tz is None else t.tz_convert("UTC")
 
 
-def _related(window: pd.DataFrame, seeds: pd.DataFrame) -> pd.Series:
-    """Rows of `window` tied to the `seeds` rows by an id, directly or through one hop (the
-    trace of a span, the message of a queue receive, the thread of a checkpoint)."""
-    mask = pd.Series(False, index=window.index)
-    for col in LINK_COLUMNS:
-        if col in seeds:
-            mask |= window[col].isin(seeds[col].dropna().astype(str))
-    first_hop = window[mask]
-    for col in LINK_COLUMNS:
-        mask |= window[col].isin(first_hop[col].dropna())
+def _id_arrays(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The LINK_COLUMNS of `frame` as object arrays (None for a missing id)."""
+    return {col: frame[col].astype(object).where(frame[col].notna(), None).to_numpy()
+            for col in LINK_COLUMNS}
+
+
+def _tied_mask(ids: dict[str, np.ndarray], seeds: dict[str, set[str]]) -> np.ndarray:
+    """Which rows (of the `ids` arrays) are tied to the seed ids, directly or through one hop
+    (the trace of a span, the message of a queue receive, the thread of a checkpoint)."""
+    n = len(ids[LINK_COLUMNS[0]])
+    mask = np.zeros(n, dtype=bool)
+    for col, values in seeds.items():
+        if values:
+            mask |= np.fromiter((v in values for v in ids[col]), dtype=bool, count=n)
+    hop = {col: {v for v in ids[col][mask] if v is not None} for col in LINK_COLUMNS}
+    for col, values in hop.items():
+        if values:
+            mask |= np.fromiter((v in values for v in ids[col]), dtype=bool, count=n)
     return mask
+
+
+def _seed_ids(records: Sequence[Mapping[Any, Any]]) -> dict[str, set[str]]:
+    return {col: {str(r[col]) for r in records if col in r and not pd.isna(r[col])}
+            for col in LINK_COLUMNS}
+
+
+def _related(window: pd.DataFrame, seeds: pd.DataFrame) -> np.ndarray:
+    """Rows of `window` tied to the `seeds` rows by an id (see _tied_mask)."""
+    return _tied_mask(_id_arrays(window), _seed_ids(seeds.to_dict("records")))
 
 
 def long_fingerprints(timeline: pd.DataFrame, overlap_s: float) -> dict[str, set[str]]:
@@ -75,7 +93,7 @@ def far_rows(timeline: pd.DataFrame, at_ns: np.ndarray, lo: int, hi: int,
         near[a:b] = True
     near &= outside
     around = timeline[near]
-    return around[_related(around, far).to_numpy()]
+    return around[_related(around, far)]
 
 
 def _reproduces(analysis: Analysis, group: Group) -> bool:
@@ -83,16 +101,21 @@ def _reproduces(analysis: Analysis, group: Group) -> bool:
                for g in analysis.groups)
 
 
-def _tied(part: pd.DataFrame, group: Group) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(rows tied to the group's attempts, every row) within SLICE_PAD of each attempt; a 33 h
-    gap keeps two short windows, not 33 h of other customers."""
-    near = np.zeros(len(part), dtype=bool)
-    at = part["at"]
+def _tied(at_ns: np.ndarray, ids: dict[str, np.ndarray], group: Group
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of (the rows tied to the group's attempts, every row) within SLICE_PAD of each
+    attempt, in a timeline sorted by time whose times in ns are `at_ns` and whose id columns
+    are `ids` (_id_arrays); a 33 h gap keeps two short windows, not 33 h of other customers."""
+    near = np.zeros(len(at_ns), dtype=bool)
+    pad = SLICE_PAD.value
     for r in group.records:
-        t = _utc(r["at_raw"])
-        near |= ((at >= t - SLICE_PAD) & (at <= t + SLICE_PAD)).to_numpy()
-    window = part[near]
-    return window[_related(window, pd.DataFrame(group.records))], window
+        t = _utc(r["at_raw"]).value
+        near[np.searchsorted(at_ns, t - pad, side="left"):
+             np.searchsorted(at_ns, t + pad, side="right")] = True
+    window = np.flatnonzero(near)
+    tied = _tied_mask({col: values[window] for col, values in ids.items()},
+                      _seed_ids(group.records))
+    return window[tied], window
 
 
 def group_slices(part: pd.DataFrame, groups: Sequence[Group], options: Options
@@ -103,12 +126,19 @@ def group_slices(part: pd.DataFrame, groups: Sequence[Group], options: Options
     One analysis of all the slices together checks them at once (the engine's cost is mostly
     per call); a group it does not reproduce is checked alone, and when its slice still does
     not give the same verdict, the whole window around its attempts is kept instead."""
-    tied = [_tied(part, g) for g in groups]
-    union = part.loc[sorted({i for rows, _ in tied for i in rows.index})].reset_index(drop=True)
-    together = {g.group_id: g for g in analyze(union, options=options).groups} if groups else {}
+    if not groups:
+        return []
+    if not part["at"].is_monotonic_increasing:
+        part = part.sort_values("at", kind="stable")
+    at_ns = part["at"].dt.as_unit("ns").astype("int64").to_numpy()
+    ids = _id_arrays(part)
+    tied = [_tied(at_ns, ids, g) for g in groups]
+    union = part.iloc[np.unique(np.concatenate([rows for rows, _ in tied]))]
+    together = {g.group_id: g for g in analyze(union.reset_index(drop=True),
+                                               options=options).groups}
     out: list[tuple[pd.DataFrame, Analysis]] = []
-    for group, (rows, window) in zip(groups, tied, strict=True):
-        rows = rows.reset_index(drop=True)
+    for group, (at_rows, at_window) in zip(groups, tied, strict=True):
+        rows = part.iloc[at_rows].reset_index(drop=True)
         same = together.get(group.group_id)
         if same is not None and same.worst_layer == group.worst_layer:
             out.append((rows, Analysis(groups=[same], attempts=same.attempts,
@@ -118,6 +148,6 @@ def group_slices(part: pd.DataFrame, groups: Sequence[Group], options: Options
         if _reproduces(alone, group):
             out.append((rows, alone))
         else:
-            window = window.reset_index(drop=True)
+            window = part.iloc[at_window].reset_index(drop=True)
             out.append((window, analyze(window, options=options)))
     return out

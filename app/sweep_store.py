@@ -1,10 +1,10 @@
 """Sweeps in the investigation store: the sweep, its finished chunks, the duplicates it found.
 
 The tables are the store's schema version 2 (`_v2` in app.store_sqlite and app.store_postgres).
-Each finished chunk is committed in ONE transaction (its groups and its "done" row together), so
-a sweep killed at any moment resumes from a consistent state: a chunk is either done with all its
-groups, or not done at all. Group rows are keyed (sweep_id, group_id) and inserted with
-ON CONFLICT DO NOTHING, so redoing a chunk never duplicates a row.
+Finished chunks are committed in ONE transaction (their groups, the investigations those are
+saved as, and their "done" rows together), so a sweep killed at any moment resumes from a
+consistent state: a chunk is either done with all its groups and investigations, or not done.
+Every row is inserted with ON CONFLICT DO NOTHING, so redoing a chunk never duplicates a row.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from app.store import Store, StoreError, dumps, loads, valid_id
+from app.store import Prepared, Store, StoreError, dumps, loads, valid_id
 
 
 @dataclass(frozen=True)
@@ -123,22 +123,50 @@ def done_chunks(store: Store, sweep_id: str) -> set[int]:
     return {int(r["chunk"]) for r in rows}
 
 
-def commit_chunk(store: Store, sweep_id: str, chunk: int, start: datetime, end: datetime,
-                 groups: Sequence[SweepGroup]) -> None:
-    """The chunk's groups and its "done" mark, in one transaction."""
+@dataclass(frozen=True)
+class ChunkDone:
+    """A finished chunk: its window and the groups it owns."""
+
+    chunk: int
+    start: datetime
+    end: datetime
+    groups: Sequence[SweepGroup]
+
+
+def commit_chunks(store: Store, sweep_id: str, chunks: Sequence[ChunkDone],
+                  investigations: Sequence[Prepared] = ()) -> None:
+    """Finished chunks, their groups, the investigations those groups are saved as, and the
+    chunks' "done" marks, in ONE transaction: a killed sweep leaves either all of it or none.
+
+    An investigation is the row `Store.create` writes (app.store.prepare computes it); one that
+    exists already (saved by an earlier run of the same sweep) is kept as it is."""
     with _transaction(store, write=True) as tx:
-        for g in groups:
+        for p in investigations:
+            s = p.summary
             tx.execute(
-                "INSERT INTO sweep_groups (sweep_id, group_id, chunk, investigation_id, "
-                "first_at, last_at, layer, confidence, protected, money_at_risk, customer, "
-                "tool_name, thread_id, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (sweep_id, group_id) DO NOTHING",
-                [sweep_id, g.group_id, g.chunk, g.investigation_id, g.first_at, g.last_at,
-                 g.layer, g.confidence, g.protected, dict(g.money_at_risk), g.customer,
-                 g.tool_name, g.thread_id, g.attempts])
-        tx.execute("INSERT INTO sweep_chunks (sweep_id, chunk, start_at, end_at, group_count, "
-                   "done_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (sweep_id, chunk) DO NOTHING",
-                   [sweep_id, chunk, start, end, len(groups), datetime.now(UTC)])
+                "INSERT INTO investigations (id, title, created_at, provider, group_count, "
+                "worst_layer, layers, money_at_risk, sources, tags, warnings, search_text) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                [s.id, s.title, s.created_at, s.provider, s.groups, s.worst_layer, p.layers,
+                 dict(s.money_at_risk), list(s.sources), list(s.tags), list(p.warnings),
+                 p.search_text])
+            tx.execute("INSERT INTO timelines (investigation_id, parquet) VALUES (?, ?) "
+                       "ON CONFLICT (investigation_id) DO NOTHING", [s.id, p.parquet])
+        for c in chunks:
+            for g in c.groups:
+                tx.execute(
+                    "INSERT INTO sweep_groups (sweep_id, group_id, chunk, investigation_id, "
+                    "first_at, last_at, layer, confidence, protected, money_at_risk, customer, "
+                    "tool_name, thread_id, attempts) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (sweep_id, group_id) DO NOTHING",
+                    [sweep_id, g.group_id, g.chunk, g.investigation_id, g.first_at, g.last_at,
+                     g.layer, g.confidence, g.protected, dict(g.money_at_risk), g.customer,
+                     g.tool_name, g.thread_id, g.attempts])
+            tx.execute("INSERT INTO sweep_chunks (sweep_id, chunk, start_at, end_at, "
+                       "group_count, done_at) VALUES (?, ?, ?, ?, ?, ?) "
+                       "ON CONFLICT (sweep_id, chunk) DO NOTHING",
+                       [sweep_id, c.chunk, c.start, c.end, len(c.groups), datetime.now(UTC)])
 
 
 def finish_sweep(store: Store, sweep_id: str) -> None:
@@ -208,5 +236,5 @@ def totals(groups: Sequence[SweepGroup]) -> dict[str, Any]:
             "by_layer": dict(sorted(by_layer.items()))}
 
 
-__all__ = ["SweepGroup", "SweepRecord", "start_sweep", "done_chunks", "commit_chunk",
-           "finish_sweep", "get_sweep", "list_sweeps", "sweep_groups", "totals"]
+__all__ = ["SweepGroup", "SweepRecord", "ChunkDone", "start_sweep", "done_chunks",
+           "commit_chunks", "finish_sweep", "get_sweep", "list_sweeps", "sweep_groups", "totals"]

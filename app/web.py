@@ -10,12 +10,18 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
 from app import auth
 from app import web_views as views
-from app.store import InvestigationExists, Note, Store, StoreError, open_store
+from app.store import (
+    InvestigationExists,
+    InvestigationNotFound,
+    Note,
+    Store,
+    StoreError,
+    open_store,
+)
 from app.view_state import ViewState, from_query, to_query
 from connectors import registry
 from twice.engine import Analysis, analyze
@@ -50,9 +56,14 @@ def _import_samples(store: Store) -> None:
 
 
 @st.cache_resource(max_entries=32)
-def get_analysis(inv_id: str, _timeline: pd.DataFrame) -> Analysis:
-    # a snapshot's timeline never changes, so its analysis is cached by id
-    return analyze(_timeline)
+def get_analysis(inv_id: str, _store: Store) -> Analysis:
+    """The investigation's analysis, cached by id: a snapshot's timeline never changes, so it is
+    read from the store and analysed once, not on every click (its notes and overrides, which
+    do change, are read on every run)."""
+    snapshot = _store.get(inv_id)
+    if snapshot is None:  # deleted since the caller looked (an exception is not cached)
+        raise InvestigationNotFound(f"investigation {inv_id!r} not found")
+    return analyze(snapshot.timeline)
 
 
 def go(state: ViewState) -> None:
@@ -90,14 +101,17 @@ def main() -> None:
     if state.inv is None:
         views.incidents(store, state, go)
         return
-    snapshot = store.get(state.inv)
-    if snapshot is None:
+    snapshot = store.get(state.inv, timeline=False)  # the timeline is in the cached analysis
+    try:
+        analysis = get_analysis(state.inv, store) if snapshot is not None else None
+    except InvestigationNotFound:
+        analysis = None
+    if snapshot is None or analysis is None:
         st.error(f"Investigation `{state.inv}` was not found. It may have been deleted, or the "
                  "link was mistyped.")
         if st.button("Back to incidents"):
             go(ViewState())
         return
-    analysis = get_analysis(state.inv, snapshot.timeline)
     views.investigation(store, snapshot, analysis, state, go)
 
 

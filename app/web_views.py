@@ -264,8 +264,11 @@ def _export(store: Store, snap: Snapshot, analysis: Analysis, state: ViewState, 
     st.download_button("Analysis JSON (the `twice analyze --format json` contract)",
                        orjson.dumps(to_contract(analysis), option=orjson.OPT_INDENT_2),
                        file_name=f"twice-{inv}.json", mime="application/json")
+    # the page's snapshot may come without its timeline (app.web keeps it analysed in memory):
+    # the folder holds the timeline as saved
+    full = snap if len(snap.timeline) else store.get(inv) or snap
     st.download_button("Incident folder (zip: `twice analyze` reads it back)",
-                       incident_zip(snap, analysis), file_name=f"twice-{inv}.zip",
+                       incident_zip(full, analysis), file_name=f"twice-{inv}.zip",
                        mime="application/zip")
     st.download_button("Self-contained HTML report", build_report(snap, analysis),
                        file_name=f"twice-{inv}.html", mime="text/html")

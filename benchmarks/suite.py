@@ -8,9 +8,11 @@ benchmarks/analyze_bench.generate (two events per PaymentIntent confirmed in one
 span and an HTTP client span per call, LangGraph's own SqliteSaver; one call in a hundred is
 executed twice by a step retry). Then, each in a fresh interpreter so its peak memory is its own:
   floor     read + orjson.loads every line of the same JSON files (nothing else)
-  analysis  what `twice analyze --format json` does: load every source, analyze, the JSON
-            contract serialised; timed phase by phase (imports, each connector, concat, analyze,
-            report)
+  analysis  what `twice analyze --format json` does: load every source (registry.load_all:
+            big files read side by side in worker processes), analyze, the JSON contract
+            serialised; peak memory of this process and its workers at once (sampled)
+  analysis_one_process
+            the same with every source read in one process, each connector timed on its own
   duckdb    (--duckdb) the Stripe events read into timeline rows by the orjson + Python path
             and by the DuckDB path (connectors/stripe_events_duckdb.py), at every size
 Results, with a growth table (how time and memory grow with size), go to the --out JSON file.
@@ -78,8 +80,52 @@ def child_floor(paths: list[str]) -> dict[str, Any]:
     return {"lines": n, "cpu_s": _cpu_s(), "peak_rss_mib": _peak_mib()}
 
 
-def child_analysis(folder: str) -> dict[str, Any]:
-    """`twice analyze --format json FOLDER`, phase by phase (registry.load_all, unrolled)."""
+def _tree_rss_mib() -> float:
+    """Resident memory of this process and its children right now (Linux /proc), MiB."""
+    total = 0
+    pids = [os.getpid()]
+    try:
+        for task in os.listdir(f"/proc/{os.getpid()}/task"):
+            with open(f"/proc/{os.getpid()}/task/{task}/children") as fh:
+                pids.extend(int(p) for p in fh.read().split())
+    except OSError:
+        pass
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm") as fh:
+                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / 2**20
+
+
+class TreePeak:
+    """The highest `_tree_rss_mib` seen, sampled every 20 ms while in the `with` block: the peak
+    of memory in use at once when worker processes read sources beside this one."""
+
+    def __enter__(self) -> TreePeak:
+        import threading
+
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, _tree_rss_mib())
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def child_analysis(folder: str, workers: str) -> dict[str, Any]:
+    """`twice analyze --format json FOLDER`, phase by phase. With `workers` = 1, every source is
+    loaded here, one after the other, and timed on its own (registry.load_all does the same with
+    one worker); otherwise by `registry.load_all` itself, sources read side by side in worker
+    processes, timed as one phase."""
     phases: dict[str, float] = {}
     t = time.perf_counter()
     import orjson
@@ -93,28 +139,43 @@ def child_analysis(folder: str) -> dict[str, Any]:
     for name, _path in found:
         registry.get(name)  # the connector's own imports (pyarrow, langgraph, ...)
     phases["imports_and_scan"] = time.perf_counter() - t
-    frames, warnings = [], []
-    for name, path in found:
+    with TreePeak() as tree:
+        if workers == "1":
+            frames, warnings = [], []
+            for name, path in found:
+                t = time.perf_counter()
+                result = registry.load_one(name, path, {})
+                phases[f"load_{name}"] = phases.get(f"load_{name}", 0.0) \
+                    + time.perf_counter() - t
+                frames.append(result.rows)
+                warnings.extend(result.warnings)
+            t = time.perf_counter()
+            rows = concat(frames)
+            del frames
+            phases["concat"] = time.perf_counter() - t
+        else:
+            t = time.perf_counter()
+            loaded = registry.load_all([(n, p, {}) for n, p in found])
+            rows, warnings = loaded.rows, loaded.warnings
+            del loaded
+            phases["load_all_with_concat"] = time.perf_counter() - t
         t = time.perf_counter()
-        result = registry.get(name).load(path)
-        phases[f"load_{name}"] = phases.get(f"load_{name}", 0.0) + time.perf_counter() - t
-        frames.append(result.rows)
-        warnings.extend(result.warnings)
-    t = time.perf_counter()
-    rows = concat(frames)
-    del frames
-    phases["concat"] = time.perf_counter() - t
-    t = time.perf_counter()
-    analysis = analyze(rows, warnings)
-    phases["analyze"] = time.perf_counter() - t
-    t = time.perf_counter()
-    doc = orjson.dumps(to_contract(analysis), option=orjson.OPT_INDENT_2)
-    phases["report"] = time.perf_counter() - t
+        analysis = analyze(rows, warnings)
+        phases["analyze"] = time.perf_counter() - t
+        t = time.perf_counter()
+        doc = orjson.dumps(to_contract(analysis), option=orjson.OPT_INDENT_2)
+        phases["report"] = time.perf_counter() - t
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
+        "workers": registry.workers_available() if workers != "1" else 1,
         "phases_s": {k: round(v, 3) for k, v in phases.items()},
         "timeline_rows": len(rows), "attempts": len(analysis.attempts),
         "duplicate_groups": len(analysis.groups), "warnings": len(warnings),
-        "report_bytes": len(doc), "cpu_s": _cpu_s(), "peak_rss_mib": _peak_mib(),
+        "report_bytes": len(doc), "cpu_s": _cpu_s(),
+        "workers_cpu_s": round(children.ru_utime + children.ru_stime, 2),
+        "peak_rss_mib": round(max(_peak_mib(), tree.peak), 1),
+        "peak_rss_this_process_mib": _peak_mib(),
+        "peak_rss_largest_worker_mib": round(children.ru_maxrss / 1024, 1),
     }
 
 
@@ -139,7 +200,7 @@ def child_events(path: str, how: str) -> dict[str, Any]:
             "rows": len(result.rows), "cpu_s": _cpu_s(), "peak_rss_mib": _peak_mib()}
 
 
-CHILDREN = {"floor": child_floor, "analysis": lambda a: child_analysis(a[0]),
+CHILDREN = {"floor": child_floor, "analysis": lambda a: child_analysis(a[0], a[1]),
             "events": lambda a: child_events(a[0], a[1])}
 
 
@@ -178,15 +239,13 @@ def measure_size(base: Path, n: int, seed: int, with_duckdb: bool) -> dict[str, 
     print(f"[{size_name(n)}] data ready: {sizes}", file=sys.stderr, flush=True)
     floor = run_child("floor", [str(folder / "events.jsonl"), str(folder / "spans.jsonl")])
     print(f"[{size_name(n)}] floor {floor['wall_s']} s", file=sys.stderr, flush=True)
-    run = run_child("analysis", [str(folder)])
-    print(f"[{size_name(n)}] analysis {run['wall_s']} s, {run['peak_rss_mib']} MiB "
-          f"{run['phases_s']}", file=sys.stderr, flush=True)
-    entry: dict[str, Any] = {
-        "input": sizes,
-        "floor_orjson_parse": floor,
-        "analysis": {**run, "events_per_s": round(sizes["events"] / run["wall_s"]),
-                     "vs_floor": round(run["wall_s"] / max(floor["wall_s"], 1e-9), 2)},
-    }
+    entry: dict[str, Any] = {"input": sizes, "floor_orjson_parse": floor}
+    for key, workers in (("analysis_one_process", "1"), ("analysis", "default")):
+        run = run_child("analysis", [str(folder), workers])
+        print(f"[{size_name(n)}] {key} {run['wall_s']} s, {run['peak_rss_mib']} MiB "
+              f"{run['phases_s']}", file=sys.stderr, flush=True)
+        entry[key] = {**run, "events_per_s": round(sizes["events"] / run["wall_s"]),
+                      "vs_floor": round(run["wall_s"] / max(floor["wall_s"], 1e-9), 2)}
     if with_duckdb:
         events = str(folder / "events.jsonl")
         ours = run_child("events", [events, "orjson"])
@@ -209,6 +268,8 @@ def growth(results: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append({
             "from": a, "to": b, "size_x": round(size, 2),
             "wall_x": round(rb["analysis"]["wall_s"] / ra["analysis"]["wall_s"], 2),
+            "wall_one_process_x": round(rb["analysis_one_process"]["wall_s"]
+                                        / ra["analysis_one_process"]["wall_s"], 2),
             "analyze_phase_x": round(rb["analysis"]["phases_s"]["analyze"]
                                      / max(ra["analysis"]["phases_s"]["analyze"], 1e-9), 2),
             "peak_rss_x": round(rb["analysis"]["peak_rss_mib"]

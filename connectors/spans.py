@@ -81,6 +81,7 @@ def parse_spans(
     warnings = [] if warnings is None else warnings
     options = Options(tool_attribute=tool_attribute, request_id_attribute=request_id_attribute)
     rows = SpanRows(options)
+    add = rows.add
     repeated = 0
     any_document = False
     recognised = 0
@@ -93,7 +94,7 @@ def parse_spans(
             continue
         recognised += 1
         for rec in found:
-            if not rows.add(rec):
+            if not add(rec):
                 repeated += 1
     if any_document and not recognised:
         raise SourceError(origin, "no OTLP JSON or Jaeger JSON spans found")

@@ -17,12 +17,14 @@ from typing import Any
 
 import msgspec
 import orjson
+from msgspec import UNSET, UnsetType
 
-from connectors.spans_model import MIN_NS, SpanKind, SpanRecord
+from connectors.spans_model import MIN_NS, SpanKind, SpanRecord, SpanStatus
 from connectors.spans_otlp import (
     _KINDS,
     _NO_SPAN,
     _NO_TRACE,
+    _STATUS,
     _all_ids,
     _all_times,
     _Bad,
@@ -33,9 +35,31 @@ from connectors.spans_otlp import (
 )
 
 
+class _AnyValue(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """An AnyValue: the fields not given are UNSET. A struct, not a dict: faster to decode, and
+    a string value is read without a look-up. Values other than a string or a short decimal
+    int are put back into the dict `spans_otlp.any_value` reads, as on the general way."""
+
+    stringValue: str | UnsetType = UNSET  # noqa: N815 - OTLP JSON's own field names
+    intValue: str | int | UnsetType = UNSET  # noqa: N815
+    arrayValue: Any = UNSET  # noqa: N815
+    boolValue: Any = UNSET  # noqa: N815
+    doubleValue: Any = UNSET  # noqa: N815
+    kvlistValue: Any = UNSET  # noqa: N815
+    bytesValue: Any = UNSET  # noqa: N815
+
+
+_VALUE_FIELDS = _AnyValue.__struct_fields__
+
+
 class _KeyValue(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     key: str
-    value: dict[str, Any]  # an AnyValue: read by `spans_otlp.any_value`, as on the general way
+    value: _AnyValue
+
+
+class _Status(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    code: int | UnsetType = UNSET
+    message: Any = UNSET
 
 
 class _Span(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -48,7 +72,7 @@ class _Span(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     kind: Any = None
     attributes: list[_KeyValue] = []
     events: Any = None
-    status: Any = None
+    status: _Status | None = None
     traceState: Any = None  # noqa: N815
     flags: Any = None
     droppedAttributesCount: Any = None  # noqa: N815
@@ -80,6 +104,7 @@ class _Export(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 
 _DECODER = msgspec.json.Decoder(_Export)
+_new_record = tuple.__new__  # a SpanRecord without its Python-level `__new__` (a call per span)
 
 
 class FastDocument:
@@ -129,20 +154,60 @@ def _attributes(kvs: list[_KeyValue]) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
     for kv in kvs:
         value = kv.value
-        if len(value) == 1:
-            text = value.get("stringValue")
-            if type(text) is str:
+        text = value.stringValue
+        if text is not UNSET:  # the usual attribute: a string, and nothing else beside it
+            if (value.intValue is UNSET and value.arrayValue is UNSET
+                    and value.boolValue is UNSET and value.doubleValue is UNSET
+                    and value.kvlistValue is UNSET and value.bytesValue is UNSET):
                 out[kv.key] = text
                 continue
-            text = value.get("intValue")  # the SDK's ints: short decimal strings
-            if type(text) is str and text.isdigit() and text.isascii() and len(text) < 19:
-                out[kv.key] = int(text)
-                continue
+            return None  # two fields: no AnyValue
+        digits = value.intValue  # the SDK's ints: short decimal strings
+        if (type(digits) is str and digits.isdigit() and digits.isascii() and len(digits) < 19
+                and value.arrayValue is UNSET and value.boolValue is UNSET
+                and value.doubleValue is UNSET and value.kvlistValue is UNSET
+                and value.bytesValue is UNSET):
+            out[kv.key] = int(digits)
+            continue
+        array = value.arrayValue  # captured headers: an array of strings
+        if (type(array) is dict and len(array) == 1 and type(values := array.get("values")) is list
+                and value.boolValue is UNSET and value.doubleValue is UNSET
+                and value.kvlistValue is UNSET and value.bytesValue is UNSET
+                and digits is UNSET):
+            if len(values) == 1:  # the usual header: one value
+                only = values[0]
+                if (type(only) is dict and len(only) == 1
+                        and type(header := only.get("stringValue")) is str):
+                    out[kv.key] = [header]
+                    continue
+            else:
+                texts = [v.get("stringValue") if type(v) is dict and len(v) == 1 else None
+                         for v in values]
+                if all(type(t) is str for t in texts):
+                    out[kv.key] = texts
+                    continue
+        given = {name: inner for name, inner in zip(_VALUE_FIELDS, msgspec.structs.astuple(value),
+                                                     strict=True) if inner is not UNSET}
         try:
-            out[kv.key] = any_value(value)
+            out[kv.key] = any_value(given)
         except _Bad:
             return None
     return out
+
+
+def _span_status(status: _Status | None) -> tuple[SpanStatus, str | None]:
+    """As `spans_otlp._status` on the dict the struct was read from."""
+    if status is None:
+        return SpanStatus.UNSET, None
+    code, message = status.code, status.message
+    if message is UNSET:
+        if code in _STATUS:  # the SDK's usual `{"code": n}`
+            return _STATUS[code], None  # type: ignore[index]
+        if code is UNSET:
+            return SpanStatus.UNSET, None  # `{}`
+    given = {name: inner for name, inner in (("code", code), ("message", message))
+             if inner is not UNSET}
+    return _status(given)
 
 
 def _records(spans: list[_Span], resource: dict[str, Any], origin: str
@@ -173,12 +238,18 @@ def _records(spans: list[_Span], resource: dict[str, Any], origin: str
             exceptions = _exceptions(span.events, bad)
             if bad:
                 return None
-        status, message = _status(span.status)
+        reported = span.status
+        if reported is None:
+            status, message = SpanStatus.UNSET, None
+        elif reported.message is UNSET and reported.code in _STATUS:  # the SDK's `{"code": n}`
+            status, message = _STATUS[reported.code], None  # type: ignore[index]
+        else:
+            status, message = _span_status(reported)
         name, kind = span.name, span.kind
-        out.append(SpanRecord(
+        out.append(_new_record(SpanRecord, (  # every field given: the tuple as is
             origin, trace_ids[k], span_ids[k], parents[k] or None,
             name if isinstance(name, str) else None,
             _KINDS.get(kind, SpanKind.UNKNOWN) if type(kind) is int else _kind(kind),
             start_ns[k], end_ns[k], attrs, resource, status, message, exceptions,
-        ))
+        )))
     return out

@@ -105,6 +105,10 @@ def _first(attrs: dict[str, Any], keys: tuple[str, ...]) -> str | None:
             if text := value.strip():
                 return text
             continue
+        if type(value) is list and value and type(value[0]) is str:  # a captured header
+            if text := value[0].strip():
+                return text
+            continue
         if (text := text_value(value)) is not None:  # type: ignore[assignment]
             return text
     return None
@@ -114,8 +118,14 @@ def _first_int(attrs: dict[str, Any], keys: tuple[str, ...]) -> int | None:
     if attrs.keys().isdisjoint(keys):
         return None
     for key in keys:
-        if key in attrs and (number := int_value(attrs[key])) is not None:
-            return number
+        if key in attrs:
+            value = attrs[key]
+            if type(value) is int:  # OTLP's intValue, already read: `int_value`'s usual case
+                number: int | None = value if value in INT64 else None
+            else:
+                number = int_value(value)
+            if number is not None:
+                return number
     return None
 
 
@@ -154,11 +164,16 @@ def _effect_fields(args: Any) -> tuple[str | None, int | None, str | None]:
     """(subject, amount, currency) of a tool call's arguments, as far as they say."""
     if not isinstance(args, dict):
         return None, None, None
-    subject = text_value(args.get("customer")) or text_value(args.get("customer_id"))
+    subject = None  # `text_value(None)` is None: a key that is absent needs no call
+    for key in ("customer", "customer_id"):
+        if (value := args.get(key)) is not None and (subject := text_value(value)):
+            break
     amount = args.get("amount")
     if type(amount) is not int or amount not in INT64:  # else already the answer
         amount = int_value(amount)
-    currency = text_value(args.get("currency"))
+    currency = args.get("currency")
+    if currency is not None:
+        currency = text_value(currency)
     return subject or None, amount, currency.lower() if currency else None
 
 
@@ -193,6 +208,7 @@ def _delivery_offset_of(key: str) -> int | None:
 
 
 _DELIVERY_OFFSETS: dict[str, int | None] = {}  # every span is checked against the same names
+_NOT_COUNTS: set[str] = set()  # the names among them that are no count (most)
 _MISSING = object()
 
 
@@ -202,10 +218,14 @@ def _delivery_offset(key: str) -> int | None:
         offset = _delivery_offset_of(key)
         if len(_DELIVERY_OFFSETS) < 65536:  # bounded: attribute names are few, unless hostile
             _DELIVERY_OFFSETS[key] = offset
+            if offset is None:
+                _NOT_COUNTS.add(key)
     return offset  # type: ignore[return-value]
 
 
 def _delivery_count(attrs: dict[str, Any]) -> int | None:
+    if _NOT_COUNTS.issuperset(attrs):  # the usual answer: every name known to be no count
+        return None
     counts = []
     offsets = _DELIVERY_OFFSETS
     for key, value in attrs.items():
@@ -216,29 +236,33 @@ def _delivery_count(attrs: dict[str, Any]) -> int | None:
             offset = _delivery_offset(key)
             if offset is None:
                 continue
-        if (number := int_value(value)) is not None:
-            counts.append(number + offset)  # type: ignore[operator]
+        # a count past int64 (RabbitMQ's int64 max, plus 1) is none: the column is int64
+        number = int_value(value)
+        if number is not None and (count := number + offset) in INT64:  # type: ignore[operator]
+            counts.append(count)
     return max(counts) if counts else None
 
 
 def _is_tool(attrs: dict[str, Any], tool_attribute: str | None) -> bool:
-    return (
-        not _TOOL_MARKER_KEYS.isdisjoint(attrs)
-        or bool(tool_attribute and tool_attribute in attrs)
-        or text_value(attrs.get("gen_ai.operation.name")) == "execute_tool"
-        or str(text_value(attrs.get("openinference.span.kind")) or "").upper() == "TOOL"
-    )
+    if not _TOOL_MARKER_KEYS.isdisjoint(attrs) or (tool_attribute and tool_attribute in attrs):
+        return True
+    # `text_value(None)` is None: the look-ups that find nothing (most) need no call
+    operation = attrs.get("gen_ai.operation.name")
+    if operation is not None and text_value(operation) == "execute_tool":
+        return True
+    span_kind = attrs.get("openinference.span.kind")
+    return span_kind is not None and str(text_value(span_kind) or "").upper() == "TOOL"
 
 
-def _is_http(rec: SpanRecord) -> bool:
-    has_method = not _HTTP_METHOD_KEY_SET.isdisjoint(rec.attributes)
-    return has_method and rec.kind in (SpanKind.CLIENT, SpanKind.UNKNOWN)
+_HTTP_KINDS = (SpanKind.CLIENT, SpanKind.UNKNOWN)  # an HTTP span: one with a method, of these
 
 
 def _outcome(rec: SpanRecord, http_status: int | None) -> tuple[str, str | None]:
     """(outcome, detail). An explicit OK wins; then timeouts; then errors; an HTTP span with
     unset status is judged by its response code (semconv leaves 2xx client spans unset)."""
-    error_type = text_value(rec.attributes.get("error.type"))
+    error_type = rec.attributes.get("error.type")
+    if error_type is not None:  # else already `text_value`'s answer
+        error_type = text_value(error_type)
     exc_type, exc_message = rec.exceptions[-1] if rec.exceptions else (None, None)
     if exc_type or exc_message:
         detail: str | None = ": ".join(t for t in (exc_type, exc_message) if t)
@@ -397,12 +421,15 @@ class SpanRows:
 
     def add(self, rec: SpanRecord) -> bool:
         """Interpret one span; False (and nothing else) when that span was added before."""
-        key = (rec.trace_id, rec.span_id)
-        if key in self._links:
+        # unpacked once: cheaper than a field look-up on the named tuple at every use
+        (origin, trace_id, span_id, parent_span_id, name, span_kind, start_ns, end_ns, attrs,
+         resource, *_) = rec
+        key = (trace_id, span_id)
+        links = self._links
+        if key in links:
             return False
-        attrs = rec.attributes
         thread_id = _first(attrs, THREAD_KEYS)
-        self._links[key] = (rec.parent_span_id, thread_id, _first(attrs, self._call_keys))
+        links[key] = (parent_span_id, thread_id, _first(attrs, self._call_keys))
         http_status = None
         inherits: tuple[str, str] | None = key
         if _is_tool(attrs, self._tool_attribute):
@@ -412,18 +439,17 @@ class SpanRows:
             kind = _QUEUE_RECEIVE
             tail = _queue_tail(attrs, delivery_count, thread_id)
             inherits = None  # a queue receive is about its own message: nothing inherited
-        elif _is_http(rec):
+        elif not _HTTP_METHOD_KEY_SET.isdisjoint(attrs) and span_kind in _HTTP_KINDS:
             kind = _HTTP_SPAN
             http_status = _first_int(attrs, HTTP_STATUS_KEYS)
             tail = _http_tail(rec, http_status, self._request_id_keys)
         else:
             return True  # no row, but still an ancestor other spans may inherit from
-        if rec.resource is not self._resource:
-            self._resource, self._worker = rec.resource, _first(rec.resource, HOST_KEYS)
+        if resource is not self._resource:
+            self._resource, self._worker = resource, _first(resource, HOST_KEYS)
         outcome, detail = _outcome(rec, http_status)
-        self._rows.append((rec.origin, kind, rec.start_ns, rec.end_ns, rec.trace_id,
-                           rec.span_id, rec.parent_span_id, rec.name, self._worker,
-                           outcome, detail, *tail))
+        self._rows.append((origin, kind, start_ns, end_ns, trace_id, span_id, parent_span_id,
+                           name, self._worker, outcome, detail, *tail))
         self._inherits.append(inherits)
         return True
 
@@ -435,8 +461,8 @@ class SpanRows:
         columns: dict[str, Sequence[Any]] = dict(zip(_Row._fields, zip(*self._rows, strict=True),
                                                      strict=True))
         resolved = _inherited(self._links)
-        pairs = zip(self._inherits, columns["thread_id"], strict=True)
-        columns["thread_id"] = [own if key is None else resolved[key][0] for key, own in pairs]
-        columns["tool_call_id"] = [None if key is None else resolved[key][1]
-                                   for key in self._inherits]
+        # one look-up per row: (thread_id, tool_call_id), its own or inherited
+        ids = [(own, None) if key is None else resolved[key]
+               for key, own in zip(self._inherits, columns["thread_id"], strict=True)]
+        columns["thread_id"], columns["tool_call_id"] = zip(*ids, strict=True)
         return from_columns({"source": [SOURCE] * n, **columns}, n)

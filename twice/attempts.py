@@ -9,6 +9,7 @@ effect object.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from twice.timeline import Kind
@@ -40,7 +41,13 @@ def _event_requests(events: pd.DataFrame) -> pd.DataFrame:
     rank = {t: i for i, t in enumerate(_PRIMARY_OBJECTS)}
     ev["_rank"] = ev["object_type"].map(rank).fillna(len(rank)).astype(int)
     ev["_created"] = ev["event_type"].fillna("").str.endswith(_CREATED_SUFFIXES)
-    ev = ev.sort_values(["request_id", "_rank", "at"], kind="stable")
+    # each request's events, primary object first, then oldest: sorted as integers (the request
+    # ids' codes), several times faster than sorting the id strings; the order of the requests
+    # themselves does not matter (attempts are sorted by time at the end)
+    codes, _ = pd.factorize(ev["request_id"])
+    at = ev["at"].to_numpy(dtype="datetime64[ns]") if ev["at"].dt.tz is None \
+        else ev["at"].dt.tz_convert("UTC").dt.tz_localize(None).to_numpy()
+    ev = ev.take(np.lexsort((at, ev["_rank"].to_numpy(), codes)))
     g = ev.groupby("request_id", sort=False)
     out = g.agg(
         at=("at", "min"),
@@ -157,7 +164,7 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
 
 def normalize(attempts: pd.DataFrame) -> pd.DataFrame:
     """Attempt columns with plain dtypes: text as Python objects (None for missing)."""
-    out = attempts.copy()
+    out = attempts.copy(deep=False)  # copy-on-write: each column below is replaced, not edited
     for col in out.columns:
         if col == "at":
             if str(out[col].dtype) != "datetime64[ns, UTC]":

@@ -171,10 +171,16 @@ def _column(values: Sequence[Any] | None, dtype: str, n: int) -> pd.Series:
         if dtype == INT:
             return ints.astype(_DTYPE_OBJECTS[INT])
         return pd.to_datetime(ints, unit="ns", utc=True).astype(_DTYPE_OBJECTS[TIME])
+    if dtype in (TIME, INT) and _all_none(values, n):
+        return _column(None, dtype, n)  # all null (a column only some row kinds fill)
     if dtype == TIME:
-        ns = pd.Series(pd.array(list(values), dtype=pd.Int64Dtype()), index=index)
+        ints = _int_array(values)
+        ns = pd.Series(pd.array(list(values), dtype=pd.Int64Dtype()) if ints is None else ints,
+                       index=index)
         return pd.to_datetime(ns, unit="ns", utc=True).astype(_DTYPE_OBJECTS[TIME])
     if dtype == INT:
+        if (ints := _int_array(values)) is not None:
+            return pd.Series(ints, index=index)
         try:
             return pd.Series(pd.array(list(values), dtype=pd.Int64Dtype()), index=index)
         except (TypeError, ValueError, OverflowError):  # beyond int64: as `coerce` would
@@ -192,6 +198,36 @@ def _column(values: Sequence[Any] | None, dtype: str, n: int) -> pd.Series:
         except (pa.ArrowTypeError, pa.ArrowInvalid):
             pass  # not all str or None: pandas converts them as `coerce` does
     return pd.Series(pd.array(list(values), dtype=text), index=index)
+
+
+_INT_OR_NONE = frozenset((int, type(None)))
+
+
+def _all_none(values: Sequence[Any], n: int) -> bool:
+    if type(values) not in (list, tuple):
+        return False
+    try:
+        return values.count(None) == n  # (counted in C)
+    except TypeError:  # a value that cannot say whether it equals None: pd.NA
+        return False
+
+
+def _int_array(values: Sequence[Any]) -> pd.arrays.IntegerArray | None:
+    """Python ints (and None) as an Int64 array, through Arrow: several times faster than
+    pandas' element-by-element conversion. None when some value is not an int or None, or
+    beyond int64, or pyarrow is missing: the caller converts them as before."""
+    if not _INT_OR_NONE.issuperset(map(type, values)):
+        return None
+    try:
+        import pyarrow as pa
+    except ImportError:
+        return None
+    try:
+        arrow = pa.array(values, type=pa.int64())
+    except (OverflowError, pa.ArrowInvalid):
+        return None
+    return pd.arrays.IntegerArray(arrow.fill_null(0).to_numpy(zero_copy_only=False, writable=True),
+                                  arrow.is_null().to_numpy(zero_copy_only=False))
 
 
 def _arrow_column(values: Any, dtype: str, index: pd.RangeIndex) -> pd.Series:

@@ -124,6 +124,12 @@ def test_round_trip_keeps_the_timeline_and_computes_the_summary(
                              {"source": "x.csv:2", "detail": "d"}]
     assert (snap.notes, snap.overrides) == ([], [])
     assert backend.store.list() == [s]
+    # without its timeline (the web app holds it analysed): the rest as it is, no rows
+    light = backend.store.get(inv_id, timeline=False)
+    assert light is not None and len(light.timeline) == 0
+    validate(light.timeline)
+    assert (light.summary, light.warnings, light.notes) == (s, snap.warnings, [])
+    assert backend.store.get("inv-missing-0000", timeline=False) is None
 
 
 def test_list_is_newest_first(backend: Backend, step_retry: Incident) -> None:

@@ -20,9 +20,9 @@ import pytest
 
 from app.cli import main
 from app.store import open_store
-from app.sweep import run_sweep
+from app.sweep import Plan, batches, run_sweep
 from app.sweep_store import SweepGroup, get_sweep, sweep_groups
-from tests.app.test_sweep_data import START, sample_names, write_month
+from tests.app.test_sweep_data import START, month, sample_names, write_month
 from twice.engine import analyze
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -272,3 +272,88 @@ def test_the_progress_bar_counts_chunks_and_duplicates_on_stderr(
     monkeypatch.delenv("TWICE_STORE")
     assert main(["sweep", str(folder), "--store", url]) == 0  # the same command: a resume
     assert "(1 chunks were already done)" in capsys.readouterr().err
+
+
+def test_chunks_without_an_attempt_are_done_without_the_engine_and_not_redone(
+        tmp_path: Path) -> None:
+    """Three days of incidents, then nothing for weeks but one day of agent-side evidence only
+    (spans, checkpoints: no provider record, so no attempt in a timeline that has provider
+    records), then more incidents: the empty and agent-only chunks are marked done without the
+    engine, the result still equals one analysis, and a resume redoes none of them."""
+    frame = month(days=24)
+    at = frame["at"]
+    day = pd.Timedelta(days=1)
+    provider = frame["kind"].isin(["provider_request", "provider_event"])
+    keep = ((at < START + 3 * day) | (at >= START + 20 * day)
+            | ((at >= START + 9 * day) & (at < START + 10 * day) & ~provider))
+    path = tmp_path / "gaps.parquet"
+    frame[keep].to_parquet(path, index=False)
+    agent_only = (START + 9 * day, START + 10 * day)
+
+    store = open_store(str(tmp_path / "gaps.sqlite3"))
+    stats: dict[str, int] = {}
+    result = run_sweep(store, [("timeline", path, {})], stats=stats)
+    total = result.record.chunks_total
+    assert result.record.finished and result.record.chunks_done == total
+    whole = analyze(pd.read_parquet(path))
+    groups = sweep_groups(store, result.record.id)
+    assert sorted((g.group_id, g.worst_layer and g.worst_layer.value, g.money_at_risk())
+                  for g in whole.groups) == \
+        sorted((g.group_id, g.layer, g.money_at_risk) for g in groups)
+    assert len(groups) >= 3
+    kept = frame[keep]
+    days_with = {int(d) for d in (kept.loc[provider[keep], "at"] - START) // day}
+    assert 9 not in days_with and ((kept["at"] - START) // day == 9).sum() > 100
+    # one chunk a day from START: only the days with a provider record run the engine
+    assert stats == {"analysed": len(days_with), "skipped": total - len(days_with)}
+    assert stats["skipped"] >= 17
+    assert not [g for g in groups
+                if agent_only[0].to_pydatetime() <= g.first_at < agent_only[1].to_pydatetime()]
+    with sqlite3.connect(tmp_path / "gaps.sqlite3") as conn:  # every chunk recorded done
+        assert conn.execute("SELECT count(DISTINCT chunk) FROM sweep_chunks").fetchone()[0] \
+            == total
+        assert conn.execute("SELECT count(*) FROM investigations").fetchone()[0] == len(groups)
+
+    again: dict[str, int] = {}
+    resumed = run_sweep(store, [("timeline", path, {})], stats=again)
+    assert resumed.resumed and resumed.chunks_skipped == total
+    assert again.get("analysed", 0) == again.get("skipped", 0) == 0
+    assert key(sweep_groups(store, result.record.id)) == key(groups)
+
+
+def test_batches_grow_stop_at_done_chunks_and_keep_under_the_row_cap() -> None:
+    day = pd.Timedelta(days=1)
+    plan = Plan(since=START, until=START + 40 * day, chunk_s=86400.0, overlap_s=7200.0)
+    # 100 rows a day at noon, 1000 on day 30
+    times = [START + d * day + pd.Timedelta(hours=12) for d in range(40)
+             for _ in range(1000 if d == 30 else 100)]
+    at_ns = pd.DatetimeIndex(times).as_unit("ns").asi8
+    todo = [i for i in range(40) if i not in (7, 8)]  # 7 and 8 done by an earlier run
+    got = list(batches(plan, todo, at_ns, max_rows=1500))
+    assert [c for b in got for c in b] == todo  # every chunk to do, once, in order
+    assert all(b == list(range(b[0], b[-1] + 1)) for b in got)  # consecutive chunks only
+    # 1, 4, then 16 cut by the done chunks; then at most 1500 rows a batch
+    assert got == [[0], [1, 2, 3, 4], [5, 6], list(range(9, 24)), list(range(24, 30)),
+                   list(range(30, 36)), list(range(36, 40))]
+    # one chunk over the cap is still a batch (of one)
+    assert list(batches(plan, [29, 30, 31], at_ns, max_rows=500)) == [[29], [30], [31]]
+
+
+def test_a_repeat_33_hours_later_is_followed_into_another_batch(
+        month_file: Path, tmp_path: Path, swept: tuple[str, str, list[SweepGroup]]) -> None:
+    """Starting the sweep on the paused run's day puts its first attempt in the first batch (one
+    chunk) and the resume 33 h later in the next: the far rows bring the resume in."""
+    names = [n for n in sample_names() if n != "control_renewal"]
+    if "human_pause" not in names:
+        pytest.skip("the human_pause sample is not bundled")
+    _, _, groups = swept
+    day = START + pd.Timedelta(days=names.index("human_pause"))
+    paused = [g for g in groups if g.last_at - g.first_at > pd.Timedelta(hours=24)
+              and day.to_pydatetime() <= g.first_at < (day + pd.Timedelta(days=1)).to_pydatetime()]
+    assert len(paused) == 1 and paused[0].last_at >= (day + pd.Timedelta(days=1)).to_pydatetime()
+    store = open_store(str(tmp_path / "pause.sqlite3"))
+    result = run_sweep(store, [("timeline", month_file, {})], since=day,
+                       until=day + pd.Timedelta(days=5))
+    found = [g for g in sweep_groups(store, result.record.id) if g.group_id == paused[0].group_id]
+    assert [(g.layer, g.attempts, g.first_at, g.last_at, g.chunk) for g in found] == \
+        [(paused[0].layer, paused[0].attempts, paused[0].first_at, paused[0].last_at, 0)]

@@ -4,6 +4,13 @@ Each day gets a copy of one sample incident (real LangGraph checkpoints, real st
 against the lab server, real OTel spans), shifted in time, with every id suffixed so the copies
 never link to one another. One extra redelivery copy is placed so its two attempts straddle a
 midnight (a chunk boundary), and the human-pause sample's two attempts are 33 h apart anyway.
+
+Every copy shares ONE provider clock, as a real month of evidence does (the agent's hosts run
+one clock, the provider another): each lab incident was recorded with its own skew (1.4 to
+3.3 s), so the engine's offset estimate, a median over the window it is given, would depend on
+which incidents a window mixes. Each sample's agent-side rows are moved so that its provider
+offset is CLOCK_SKEW_S: the rows keep their relative timing after alignment (same verdicts), and
+the provider's raw times, which place a group in a chunk, do not move.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ ID_COLUMNS = ("thread_id", "checkpoint_id", "tool_call_id", "subject", "idempote
               "message_id")
 TIME_COLUMNS = ("at", "at_aligned", "end")
 START = pd.Timestamp("2025-04-01", tz="UTC")
+CLOCK_SKEW_S = 2.5  # the provider's clock ahead of the agent's, the same in every copy
+PROVIDER_KINDS = ("provider_request", "provider_event")
 
 
 def sample_names() -> list[str]:
@@ -31,8 +40,19 @@ def sample_names() -> list[str]:
 
 @cache
 def sample(name: str) -> pd.DataFrame:
+    """The sample's timeline, its agent-side clock moved so the provider runs CLOCK_SKEW_S
+    ahead of it (see the module's docstring)."""
     found, _ = registry.scan_folder(SAMPLES / name)
-    return registry.load_all([(n, p, {}) for n, p in found]).rows
+    frame = registry.load_all([(n, p, {}) for n, p in found]).rows
+    own = [o.seconds for o in analyze(frame).offsets if o.source == "provider"]
+    if not own:
+        return frame
+    agent = ~frame["kind"].isin(PROVIDER_KINDS)
+    move = pd.Timedelta(seconds=own[0] - CLOCK_SKEW_S)
+    out = frame.copy()
+    for col in TIME_COLUMNS:
+        out.loc[agent, col] = out.loc[agent, col] + move
+    return out
 
 
 def first_attempt(name: str) -> pd.Timestamp:
