@@ -72,7 +72,7 @@ def main() -> None:
             proc.wait(timeout=20)
     doc = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "timeline_rows": len(loaded.rows), "input": sizes, "seconds": results,
-           "target_s": 3.0}
+           "target_s": 3.0, "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(json.dumps(doc, indent=2))
