@@ -126,11 +126,11 @@ def _sources(args: argparse.Namespace) -> tuple[list[tuple[str, str | Path, dict
             out.extend((name, p, options(name)) for name, p in found)
             notes.extend(f"{p}: not a format twice reads; skipped" for p in skipped)
         elif path.is_file():
-            name = registry.detect(path)
-            if name is None:
+            detected = registry.detect(path)
+            if detected is None:
                 raise SourceError(str(path), "not a format twice reads (use a --<source> flag "
                                              "to say what it is)")
-            out.append((name, path, options(name)))
+            out.append((detected, path, options(detected)))
         else:
             raise SourceError(redact(str(path)), "no such file or folder")
     if not out:

@@ -30,7 +30,7 @@ def _group_panel(group: Group) -> Panel:
                 "object"]:
         attempts.add_column(col, overflow="fold")
     for _, row in group.attempts.iterrows():
-        a = attempt_dict(row)
+        a = attempt_dict(row.to_dict())
         attempts.add_row(a["attempt_id"], f"{row['at']:%Y-%m-%d %H:%M:%S.%f}"[:-3],
                          _short(a["idempotency_key"]) or "(none)",
                          _short(a["tool_call_id"]) or "-", a["effect"], a["object_id"] or "-")

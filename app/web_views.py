@@ -8,6 +8,7 @@ import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pandas as pd
@@ -103,8 +104,10 @@ def investigation(store: Store, snap: Snapshot, analysis: Analysis, state: ViewS
             st.warning(md_text(str(warning.get("detail", ""))))
     dups, key = _pick(analysis, state)
     if key and len(dups):
-        labels = {k: f"{r.layer} · gap {fmt_gap(r.gap_seconds)} · {r.second}"
-                  for k, r in zip(dups["key"], dups.itertuples(), strict=True)}
+        labels = {k: f"{layer} · gap {fmt_gap(gap)} · {second}"
+                  for k, layer, gap, second in zip(dups["key"], dups["layer"],
+                                                   dups["gap_seconds"].astype(float),
+                                                   dups["second"], strict=True)}
         chosen = st.selectbox("Duplicate", list(labels), index=list(labels).index(key),
                               format_func=labels.__getitem__)
         if chosen != key:
@@ -167,7 +170,8 @@ def _gaps(store: Store, snap: Snapshot, analysis: Analysis, state: ViewState, go
         return
     event = st.plotly_chart(gaps_figure(dups, selected=key), width="stretch",
                             key="gaps", on_select="rerun", selection_mode="points")
-    points = (event or {}).get("selection", {}).get("points", []) if event else []
+    selection: dict[str, Any] = dict(event or {}).get("selection") or {}  # type: ignore[call-overload]
+    points = selection.get("points", [])
     for point in points:
         picked = point.get("customdata")
         picked = picked[0] if isinstance(picked, list) else picked
