@@ -85,7 +85,9 @@ def load_one(name: str, target: str | Path, options: dict[str, Any]) -> LoadResu
 
 def workers_available() -> int:
     """Processes `load_all` may use: `TWICE_WORKERS` if set, else the cores this process may
-    run on."""
+    run on; one where workers cannot be started as `connectors.parallel` does (not POSIX)."""
+    if os.name != "posix":
+        return 1
     given = os.environ.get("TWICE_WORKERS", "").strip()
     if given.isdigit() and int(given) > 0:
         return int(given)
