@@ -25,6 +25,7 @@ from app.store import (
     InvestigationNotFound,
     Note,
     Override,
+    Prepared,
     Snapshot,
     StoreError,
     Summary,
@@ -167,6 +168,31 @@ def _json_dumps_nul_safe(value: Any) -> str:
     return json.dumps(_no_nul(value))
 
 
+def insert_investigation(conn: psycopg.Connection[Any], p: Prepared, *, if_new: bool = False
+                         ) -> bool:
+    """Write a prepared investigation (its row and its timeline) in the caller's transaction
+    (a connection from `PostgresStore._connect`: its dumpers keep NUL out). An id that is taken
+    raises InvestigationExists; with `if_new` nothing is written (False)."""
+    s = p.summary
+    try:
+        with conn.transaction():  # a savepoint: a taken id is reported as such
+            cur = conn.execute(
+                "INSERT INTO investigations (id, title, created_at, provider, group_count, "
+                "worst_layer, layers, money_at_risk, sources, tags, warnings, search_text) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                + (" ON CONFLICT (id) DO NOTHING" if if_new else ""),
+                (s.id, s.title, s.created_at, s.provider, s.groups, s.worst_layer, p.layers,
+                 Jsonb(s.money_at_risk), Jsonb(s.sources), Jsonb(s.tags), Jsonb(p.warnings),
+                 p.search_text))
+    except errors.UniqueViolation:
+        raise InvestigationExists(f"an investigation with id {s.id!r} exists") from None
+    if cur.rowcount == 0:
+        return False
+    conn.execute("INSERT INTO timelines (investigation_id, parquet) VALUES (%s, %s)",
+                 (s.id, p.parquet))
+    return True
+
+
 class PostgresStore:
     def __init__(self, dsn: str, *, statement_timeout_ms: int = 60_000,
                  connect_timeout_s: int = 10,
@@ -212,23 +238,9 @@ class PostgresStore:
                analysis: Analysis | None = None) -> str:
         p = prepare(title, timeline, provider=provider, sources=sources, warnings=warnings,
                     tags=tags, inv_id=id, analysis=analysis)
-        s = p.summary
         with self._connect() as conn:
-            try:
-                with conn.transaction():  # a savepoint: a taken id is reported as such
-                    conn.execute(
-                        "INSERT INTO investigations (id, title, created_at, provider, "
-                        "group_count, worst_layer, layers, money_at_risk, sources, tags, "
-                        "warnings, search_text) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                        (s.id, s.title, s.created_at, s.provider, s.groups, s.worst_layer,
-                         p.layers, Jsonb(s.money_at_risk), Jsonb(s.sources), Jsonb(s.tags),
-                         Jsonb(p.warnings), p.search_text))
-            except errors.UniqueViolation:
-                raise InvestigationExists(f"an investigation with id {s.id!r} exists") from None
-            conn.execute("INSERT INTO timelines (investigation_id, parquet) VALUES (%s, %s)",
-                         (s.id, p.parquet))
-        return s.id
+            insert_investigation(conn, p)
+        return p.summary.id
 
     def get(self, inv_id: str, *, timeline: bool = True) -> Snapshot | None:
         if not valid_id(inv_id):

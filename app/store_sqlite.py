@@ -21,6 +21,7 @@ from app.store import (
     InvestigationNotFound,
     Note,
     Override,
+    Prepared,
     Snapshot,
     StoreError,
     Summary,
@@ -149,6 +150,29 @@ def _iso(at: datetime) -> str:
     return at.astimezone(UTC).isoformat(timespec="microseconds")
 
 
+def insert_investigation(conn: sqlite3.Connection, p: Prepared, *, if_new: bool = False
+                         ) -> bool:
+    """Write a prepared investigation (its row and its timeline) in the caller's transaction.
+    An id that is taken raises InvestigationExists; with `if_new` nothing is written (False)."""
+    s = p.summary
+    try:
+        cur = conn.execute(
+            "INSERT INTO investigations (id, title, created_at, provider, group_count, "
+            "worst_layer, layers, money_at_risk, sources, tags, warnings, search_text) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            + (" ON CONFLICT (id) DO NOTHING" if if_new else ""),
+            (s.id, s.title, _iso(s.created_at), s.provider, s.groups, s.worst_layer,
+             p.layers, dumps(s.money_at_risk), dumps(s.sources), dumps(s.tags),
+             dumps(p.warnings), p.search_text))
+    except sqlite3.IntegrityError:
+        raise InvestigationExists(f"an investigation with id {s.id!r} exists") from None
+    if cur.rowcount == 0:
+        return False
+    conn.execute("INSERT INTO timelines (investigation_id, parquet) VALUES (?, ?)",
+                 (s.id, p.parquet))
+    return True
+
+
 class SqliteStore:
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 10.0,
                  migrations: Sequence[Migration] = MIGRATIONS) -> None:
@@ -202,21 +226,9 @@ class SqliteStore:
                analysis: Analysis | None = None) -> str:
         p = prepare(title, timeline, provider=provider, sources=sources, warnings=warnings,
                     tags=tags, inv_id=id, analysis=analysis)
-        s = p.summary
         with self._connect("BEGIN IMMEDIATE") as conn:
-            try:
-                conn.execute(
-                    "INSERT INTO investigations (id, title, created_at, provider, group_count, "
-                    "worst_layer, layers, money_at_risk, sources, tags, warnings, search_text) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (s.id, s.title, _iso(s.created_at), s.provider, s.groups, s.worst_layer,
-                     p.layers, dumps(s.money_at_risk), dumps(s.sources), dumps(s.tags),
-                     dumps(p.warnings), p.search_text))
-            except sqlite3.IntegrityError:
-                raise InvestigationExists(f"an investigation with id {s.id!r} exists") from None
-            conn.execute("INSERT INTO timelines (investigation_id, parquet) VALUES (?, ?)",
-                         (s.id, p.parquet))
-        return s.id
+            insert_investigation(conn, p)
+        return p.summary.id
 
     def get(self, inv_id: str, *, timeline: bool = True) -> Snapshot | None:
         if not valid_id(inv_id):

@@ -73,6 +73,14 @@ class _Conn:
             return int(value)
         return value
 
+    def insert_investigation(self, p: Prepared) -> None:
+        """As the store's `create` writes it; one that exists already is kept as it is."""
+        if self.sqlite:
+            from app.store_sqlite import insert_investigation
+        else:
+            from app.store_postgres import insert_investigation  # type: ignore[assignment]
+        insert_investigation(self.conn, p, if_new=True)
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         if not self.sqlite:
             sql = sql.replace("?", "%s")
@@ -142,16 +150,7 @@ def commit_chunks(store: Store, sweep_id: str, chunks: Sequence[ChunkDone],
     exists already (saved by an earlier run of the same sweep) is kept as it is."""
     with _transaction(store, write=True) as tx:
         for p in investigations:
-            s = p.summary
-            tx.execute(
-                "INSERT INTO investigations (id, title, created_at, provider, group_count, "
-                "worst_layer, layers, money_at_risk, sources, tags, warnings, search_text) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                [s.id, s.title, s.created_at, s.provider, s.groups, s.worst_layer, p.layers,
-                 dict(s.money_at_risk), list(s.sources), list(s.tags), list(p.warnings),
-                 p.search_text])
-            tx.execute("INSERT INTO timelines (investigation_id, parquet) VALUES (?, ?) "
-                       "ON CONFLICT (investigation_id) DO NOTHING", [s.id, p.parquet])
+            tx.insert_investigation(p)
         for c in chunks:
             for g in c.groups:
                 tx.execute(
