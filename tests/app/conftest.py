@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from streamlit.testing.v1 import AppTest
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
@@ -109,3 +111,14 @@ def hover_points(page: Any) -> int:
             hovered += 1
             break
     return hovered
+
+
+def run_app(params: dict[str, str] | None = None, timeout: float = 120) -> AppTest:
+    """The web app's script run once in-process by Streamlit's AppTest, with these URL query
+    parameters; fails on any exception the page raised."""
+    at = AppTest.from_file(str(ROOT / "app" / "web.py"), default_timeout=timeout)
+    for k, v in (params or {}).items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    return at

@@ -11,10 +11,9 @@ from streamlit.testing.v1 import AppTest
 
 from app.drill_store import DrillStore
 from lab import drills
-from tests.app.conftest import chromium, running_app
+from tests.app.conftest import chromium, run_app, running_app
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "app" / "web.py")
 
 
 @pytest.fixture(scope="session")
@@ -40,12 +39,7 @@ def env(tmp_path: Path, drill_cache: Path, investigations: Path,
 
 
 def _run(params: dict[str, str]) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return run_app(params)
 
 
 def _text(at: AppTest) -> str:

@@ -14,9 +14,8 @@ from streamlit.testing.v1 import AppTest
 from app.store import open_store
 from app.sweep import run_sweep
 from app.sweep_store import SweepGroup, sweep_groups
+from tests.app.conftest import run_app
 from tests.app.test_sweep_data import month
-
-PAGE = str(Path(__file__).resolve().parents[2] / "app" / "web.py")
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +40,7 @@ def store_env(small_sweep: tuple[Path, str, list[SweepGroup]],
 
 
 def run(params: dict[str, str]) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=180)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return run_app(params, timeout=180)
 
 
 def test_the_sweeps_page_lists_the_stored_sweeps(

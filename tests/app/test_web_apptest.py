@@ -10,8 +10,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from app.store import open_store
-
-PAGE = str(Path(__file__).resolve().parents[2] / "app" / "web.py")
+from tests.app.conftest import run_app
 
 
 @pytest.fixture
@@ -24,12 +23,7 @@ def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
 
 
 def run(params: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    for k, v in (params or {}).items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return run_app(params)
 
 
 def text(at: AppTest) -> str:
