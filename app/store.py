@@ -276,6 +276,11 @@ def layer_pattern(layer: str) -> str:
     return like_pattern(f" {layer} ")
 
 
+# the investigations columns `summary_from_row` reads, for a SELECT in either backend
+SUMMARY_COLUMNS = ("id, title, created_at, provider, group_count AS groups, worst_layer, "
+                   "money_at_risk, sources, tags")
+
+
 def summary_from_row(row: Mapping[str, Any]) -> Summary:
     created = row["created_at"]
     if isinstance(created, str):

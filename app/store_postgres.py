@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb, set_json_dumps
 from psycopg.types.string import StrDumperUnknown
 
 from app.store import (
+    SUMMARY_COLUMNS,
     InvestigationExists,
     InvestigationNotFound,
     Note,
@@ -145,8 +146,6 @@ def _v2(conn: psycopg.Connection[Any]) -> None:
 # Applied in order at open, like app.store_sqlite.MIGRATIONS (keep the two in step).
 MIGRATIONS: list[Migration] = [_v1, _v2]
 
-_SUMMARY_COLUMNS = ("id, title, created_at, provider, group_count AS groups, worst_layer, "
-                    "money_at_risk, sources, tags")
 
 
 class _NulSafeStr(StrDumperUnknown):
@@ -250,7 +249,7 @@ class PostgresStore:
             # these queries only makes the snapshot a little fresher
             parquet = "parquet" if timeline else "NULL AS parquet"
             row = conn.execute(
-                f"SELECT {_SUMMARY_COLUMNS}, warnings, {parquet} FROM investigations "
+                f"SELECT {SUMMARY_COLUMNS}, warnings, {parquet} FROM investigations "
                 "JOIN timelines ON timelines.investigation_id = investigations.id "
                 "WHERE id = %s", (inv_id,)).fetchone()
             if row is None:
@@ -279,7 +278,7 @@ class PostgresStore:
             params.append(layer_pattern(str(layer)))
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         with self._connect() as conn:
-            rows = conn.execute(f"SELECT {_SUMMARY_COLUMNS} FROM investigations {clause} "
+            rows = conn.execute(f"SELECT {SUMMARY_COLUMNS} FROM investigations {clause} "
                                 "ORDER BY created_at DESC, seq DESC", params).fetchall()
         return [summary_from_row(r) for r in rows]
 

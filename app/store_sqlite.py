@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from app.store import (
+    SUMMARY_COLUMNS,
     InvestigationExists,
     InvestigationNotFound,
     Note,
@@ -142,8 +143,6 @@ def _v2(conn: sqlite3.Connection) -> None:
 # function appended here (and its twin in app.store_postgres).
 MIGRATIONS: list[Migration] = [_v1, _v2]
 
-_SUMMARY_COLUMNS = ("id, title, created_at, provider, group_count AS groups, worst_layer, "
-                    "money_at_risk, sources, tags")
 
 
 def _iso(at: datetime) -> str:
@@ -236,7 +235,7 @@ class SqliteStore:
         with self._connect("BEGIN") as conn:  # one read snapshot for all four queries
             parquet = "parquet" if timeline else "NULL AS parquet"
             row = conn.execute(
-                f"SELECT {_SUMMARY_COLUMNS}, warnings, {parquet} FROM investigations "
+                f"SELECT {SUMMARY_COLUMNS}, warnings, {parquet} FROM investigations "
                 "JOIN timelines ON timelines.investigation_id = investigations.id "
                 "WHERE id = ?", (inv_id,)).fetchone()
             if row is None:
@@ -264,7 +263,7 @@ class SqliteStore:
             params.append(layer_pattern(str(layer)))
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         with self._connect() as conn:
-            rows = conn.execute(f"SELECT {_SUMMARY_COLUMNS} FROM investigations {clause} "
+            rows = conn.execute(f"SELECT {SUMMARY_COLUMNS} FROM investigations {clause} "
                                 "ORDER BY created_at DESC, seq DESC", params).fetchall()
         return [summary_from_row(dict(r)) for r in rows]
 
