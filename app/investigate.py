@@ -208,8 +208,9 @@ def save_folder(req: Request, result: Result, out: Path) -> list[Path]:
 def _copy_sqlite_threads(source: Path, thread_ids: list[str], path: Path) -> None:
     import sqlite3
 
-    with sqlite3.connect(f"file:{source}?mode=ro", uri=True) as src, \
-            sqlite3.connect(path) as dst:
+    from connectors.checkpoints_sqlite import open_evidence
+
+    with open_evidence(source) as src, sqlite3.connect(path) as dst:
         src.backup(dst)
         marks = ",".join("?" * len(thread_ids))
         for table in ("checkpoints", "writes"):

@@ -10,8 +10,11 @@ Schema, as `SqliteSaver.setup()` creates it:
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,25 +43,51 @@ def read_sqlite(
 ) -> tuple[list[CheckpointRecord], list[WriteRecord]]:
     source = str(path)
     _check_header(path)
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise SourceError(source, f"cannot open SQLite database: {exc}") from None
-    # a damaged file can hold text that is not UTF-8: read it with U+FFFD, do not fail on it
-    conn.text_factory = _text
-    try:
-        has_writes = _check_tables(conn, source, warnings)
-        with BlobDecoder(source, warnings) as decoder:
-            checkpoints = _read_checkpoints(conn, source, window, decoder)
-            writes = _read_writes(conn, source, window, decoder) if has_writes else []
-    except sqlite3.DatabaseError as exc:
-        raise SourceError(source, f"cannot read SQLite database: {exc}") from None
-    except UnicodeDecodeError:  # a damaged schema: names that are not UTF-8
-        raise SourceError(source, "cannot read SQLite database: its schema is not UTF-8 text "
-                                  "(a damaged file?)") from None
-    finally:
-        conn.close()
+    with open_evidence(path) as conn:
+        # a damaged file can hold text that is not UTF-8: read it with U+FFFD, do not fail on it
+        conn.text_factory = _text
+        try:
+            has_writes = _check_tables(conn, source, warnings)
+            with BlobDecoder(source, warnings) as decoder:
+                checkpoints = _read_checkpoints(conn, source, window, decoder)
+                writes = _read_writes(conn, source, window, decoder) if has_writes else []
+        except sqlite3.DatabaseError as exc:
+            raise SourceError(source, f"cannot read SQLite database: {exc}") from None
+        except UnicodeDecodeError:  # a damaged schema: names that are not UTF-8
+            raise SourceError(source, "cannot read SQLite database: its schema is not UTF-8 "
+                                      "text (a damaged file?)") from None
     return checkpoints, writes
+
+
+@contextmanager
+def open_evidence(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection that reads an evidence file and writes nothing beside it.
+
+    `mode=ro` is not enough: opening a WAL-mode database creates `-wal` and `-shm` files next to
+    it (and fails in a read-only folder). With no `-wal` file beside it the database is complete
+    in the one file, so it is opened `immutable` (SQLite then takes no locks and writes nothing).
+    A `-wal` file holds committed transactions not yet copied into the database: then the file
+    and its `-wal` are copied to a private temporary folder and the copy is read, so those
+    transactions are seen and the evidence folder is still left as it was.
+    """
+    source = str(path)
+    wal = path.with_name(path.name + "-wal")
+    with tempfile.TemporaryDirectory(prefix="twice-sqlite-") as tmp:
+        try:
+            if wal.exists():
+                copy = Path(tmp) / "evidence.sqlite"
+                shutil.copyfile(path, copy)
+                shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+                conn = sqlite3.connect(str(copy))
+            else:
+                conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1",
+                                       uri=True)
+        except (OSError, sqlite3.Error) as exc:
+            raise SourceError(source, f"cannot open SQLite database: {exc}") from None
+        try:
+            yield conn
+        finally:
+            conn.close()
 
 
 def _text(raw: bytes) -> str:

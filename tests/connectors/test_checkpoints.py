@@ -6,9 +6,13 @@ real checkpointer; the PostgreSQL server is the one `tests/conftest.py` starts.
 
 from __future__ import annotations
 
+import os
 import pathlib
 import pickle
+import shutil
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -414,3 +418,70 @@ def test_ten_thousand_checkpoints_of_long_threads_all_load(tmp_path: Path):
     result = checkpoints.load(path)
     assert len(of_kind(result.rows, "checkpoint")) == 200 * 53
     assert len(of_kind(result.rows, "tool_call")) == 200 * 25
+
+
+def _listing(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_reading_a_saver_file_leaves_its_folder_untouched(incident: Stores, tmp_path: Path):
+    folder = tmp_path / "evidence"
+    folder.mkdir()
+    copy = folder / "agent.sqlite"
+    copy.write_bytes(incident.sqlite.read_bytes())
+    before = _listing(folder)
+    rows = checkpoints.load(copy).rows
+    assert _listing(folder) == before  # no -wal / -shm beside the evidence
+    assert set(rows["thread_id"].dropna()) == {"t-renewal-1", "t-renewal-2"}
+
+
+def test_a_live_wal_file_is_read_without_writing_beside_it(tmp_path: Path):
+    """A SqliteSaver still open by the agent: its last steps are only in the -wal file."""
+    folder = tmp_path / "live"
+    folder.mkdir()
+    path = folder / "agent.sqlite"
+    writer = sqlite3.connect(path, check_same_thread=False)
+    try:
+        write_incident(SqliteSaver(writer))  # WAL mode (SqliteSaver.setup); still open
+        assert (folder / "agent.sqlite-wal").stat().st_size > 0
+        before = _listing(folder)
+        rows = checkpoints.load(path).rows
+        assert _listing(folder) == before
+        assert {"t-renewal-1", "t-renewal-2"} <= set(rows["thread_id"].dropna())
+        assert A2 in set(rows["tool_call_id"].dropna())
+    finally:
+        writer.close()
+
+
+READ_ONLY_MOUNT = """
+set -e
+mount --bind "$1" "$1"
+mount -o remount,ro,bind "$1"
+if touch "$1/probe" 2>/dev/null; then echo "mount is writable" >&2; exit 3; fi
+exec "$2" -c "$3" "$1/agent.sqlite"
+"""
+READ = """
+import sys
+from connectors import checkpoints
+rows = checkpoints.load(sys.argv[1]).rows
+print(len(rows), sorted(set(rows["thread_id"].dropna())))
+"""
+
+
+def test_a_saver_file_on_a_read_only_file_system_is_read(incident: Stores, tmp_path: Path):
+    """The evidence folder mounted read-only (a private mount namespace: nothing else sees it)."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare(1) to mount a folder read-only")
+    folder = tmp_path / "readonly"
+    folder.mkdir()
+    (folder / "agent.sqlite").write_bytes(incident.sqlite.read_bytes())
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [unshare, "-m", "sh", "-c", READ_ONLY_MOUNT, "sh", str(folder), sys.executable, READ],
+        capture_output=True, text=True, timeout=120, cwd=repo)
+    if done.returncode != 0 and "mount" in done.stderr and "Traceback" not in done.stderr:
+        pytest.skip(f"cannot mount read-only here: {done.stderr.strip()[-200:]}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "'t-renewal-1', 't-renewal-2'" in done.stdout
+    assert sorted(p.name for p in folder.iterdir()) == ["agent.sqlite"]
