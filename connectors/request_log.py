@@ -213,6 +213,7 @@ def record_row(
     status = _status(cell("status"), where, warnings)
     row: dict[str, Any] = {
         "at": at, "source": name, "origin": where, "kind": Kind.PROVIDER_REQUEST.value,
+        "initiator": "api",
         "request_id": request_id, "status": status,
         "idempotency_key": text_or_none(cell("idempotency_key")),
         "object_id": text_or_none(cell("object_id")),

@@ -63,7 +63,7 @@ _PROVIDER_EVENT = Kind.PROVIDER_EVENT.value
 # the timeline columns an Event fills: every row dict `event_row` returns has all of them
 EVENT_COLUMNS = ("at", "source", "origin", "kind", "event_id", "event_type", "request_id",
            "idempotency_key", "object_id", "object_type", "subject", "amount", "currency",
-           "outcome", "detail", "args", "thread_id", "tool_call_id")
+           "outcome", "detail", "args", "thread_id", "tool_call_id", "belongs_to", "initiator")
 
 
 class Skip(ValueError):
@@ -182,6 +182,36 @@ def _detail(obj: Mapping[str, Any]) -> str | None:
     return None
 
 
+# Where an object names the payment it is part of (Stripe API reference; the fields moved in
+# API version 2025-03-31.basil): a charge's PaymentIntent (and, before basil, its invoice); a
+# PaymentIntent's invoice (before basil); an invoice's subscription (`subscription` before
+# basil, `parent.subscription_details.subscription` from it); an invoice payment ties its
+# invoice to the PaymentIntent (or charge) that paid it (basil on). A refund or a dispute
+# names a charge too, but is an effect of its own, so those are not followed.
+_BELONGS_TO: dict[str, tuple[tuple[str, ...], ...]] = {
+    "charge": (("payment_intent",), ("invoice",)),
+    "payment_intent": (("invoice",),),
+    "invoice": (("subscription",), ("parent", "subscription_details", "subscription")),
+    "invoice_payment": (("invoice",), ("payment", "payment_intent"), ("payment", "charge")),
+}
+
+
+def belongs_to(obj: Mapping[str, Any], object_type: str | None) -> str | None:
+    """The ids `obj` is part of (see `_BELONGS_TO`), comma-separated, or None."""
+    paths = _BELONGS_TO.get(object_type or "")
+    if not paths:
+        return None
+    ids: list[str] = []
+    for path in paths:
+        value: Any = obj
+        for step in path:
+            value = value.get(step) if _is_object(value) else None
+        ref = _object_id(value)
+        if ref and ref not in ids and "," not in ref:
+            ids.append(ref)
+    return ",".join(ids) or None
+
+
 def _request(event: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
     """(request id, idempotency key, why the key is unknown or None)."""
     if "request" not in event:
@@ -253,6 +283,10 @@ def _event_row(
         "args": None if metadata is None else canonical_json(metadata),
         "thread_id": ids.get("thread_id"),
         "tool_call_id": ids.get("tool_call_id"),
+        "belongs_to": belongs_to(obj, object_type),
+        # `request` present with a null id: the provider's own flow (a renewal, a payout);
+        # absent or a pre-2017 string: not said
+        "initiator": "api" if request_id else ("automatic" if unknown_key is None else None),
     }
     return row, unknown_key
 

@@ -39,6 +39,13 @@ _SQL = r"""
 CREATE TEMP MACRO txt(j) AS CASE WHEN json_type(j) = 'VARCHAR' THEN j ->> '$' END;
 CREATE TEMP MACRO bad_txt(j) AS NOT (j IS NULL OR json_type(j) = 'NULL'
     OR (json_type(j) = 'VARCHAR' AND (j ->> '$') <> '' AND NOT regexp_matches(j ->> '$', '{ws}')));
+-- an expandable reference: an id string or an expanded object with an id
+-- (json_extract, not `->`: inside a macro an arrow reads as a lambda)
+CREATE TEMP MACRO ref(j) AS CASE json_type(j) WHEN 'VARCHAR' THEN j ->> '$'
+    WHEN 'OBJECT' THEN txt(json_extract(j, '$.id')) END;
+CREATE TEMP MACRO bad_ref(j) AS CASE json_type(j) WHEN 'OBJECT'
+    THEN bad_txt(json_extract(j, '$.id')) ELSE bad_txt(j) END
+    OR coalesce(contains(ref(j), ','), FALSE);
 WITH ev AS (
   SELECT row_number() OVER () AS line, object, id, type, created, livemode,
          request.id AS request_id, request.idempotency_key AS request_key, request AS req,
@@ -49,15 +56,30 @@ WITH ev AS (
                             data: 'STRUCT(object STRUCT(id JSON, object JSON, customer JSON,
                               amount JSON, currency JSON, status JSON, last_payment_error JSON,
                               metadata JSON, cancellation_reason JSON, failure_message JSON,
-                              failure_reason JSON, description JSON))'})
+                              failure_reason JSON, description JSON, payment_intent JSON,
+                              invoice JSON, subscription JSON, parent JSON, payment JSON))'})
 ), cols AS (
   SELECT line, object, id, type, created, livemode, req, request_id, request_key, obj,
          obj.id AS obj_id, obj.object AS obj_object, obj.customer AS customer,
          obj.amount AS amount, obj.currency AS obj_currency, obj.status AS status,
          obj.last_payment_error AS lpe, obj.metadata AS metadata,
          obj.cancellation_reason AS cancel, obj.failure_message AS failure_message,
-         obj.failure_reason AS failure_reason, obj.description AS description
+         obj.failure_reason AS failure_reason, obj.description AS description,
+         obj.payment_intent AS ref_pi, obj.invoice AS ref_invoice,
+         obj.subscription AS ref_sub,
+         json_extract(obj.parent, '$.subscription_details.subscription') AS ref_parent_sub,
+         json_extract(obj.payment, '$.payment_intent') AS ref_pay_pi,
+         json_extract(obj.payment, '$.charge') AS ref_pay_ch
   FROM ev
+), refs AS (
+  -- `stripe_events.belongs_to`: the references each object type is part of, in its order
+  SELECT *, CASE txt(obj_object)
+      WHEN 'charge' THEN [ref(ref_pi), ref(ref_invoice)]
+      WHEN 'payment_intent' THEN [ref(ref_invoice)]
+      WHEN 'invoice' THEN [ref(ref_sub), ref(ref_parent_sub)]
+      WHEN 'invoice_payment' THEN [ref(ref_invoice), ref(ref_pay_pi), ref(ref_pay_ch)]
+      ELSE [] END AS parents
+  FROM cols
 )
 SELECT
   TRY_CAST(created ->> '$' AS BIGINT) * 1000000000 AS at,
@@ -90,6 +112,8 @@ SELECT
   CASE WHEN json_type(metadata) = 'OBJECT' AND CAST(metadata AS VARCHAR) <> '{}'
        THEN CAST(metadata AS VARCHAR) END AS metadata,
   CASE json_type(livemode) WHEN 'BOOLEAN' THEN CAST(livemode AS BOOLEAN) END AS livemode,
+  nullif(array_to_string(parents, ','), '') AS belongs_to,
+  CASE WHEN txt(request_id) IS NOT NULL THEN 'api' ELSE 'automatic' END AS initiator,
   -- unknown (NULL) counts as unusual: only rows every check clears are read here
   coalesce(txt(object) IS DISTINCT FROM 'event'
    OR txt(id) IS NULL OR bad_txt(id) OR json_type(type) IS DISTINCT FROM 'VARCHAR'
@@ -105,16 +129,20 @@ SELECT
            OR (json_type(amount) IN ('BIGINT', 'UBIGINT')
                AND TRY_CAST(amount ->> '$' AS BIGINT) IS NOT NULL))
    OR NOT (lpe IS NULL OR json_type(lpe) IN ('NULL', 'OBJECT'))
-   OR NOT (cancel IS NULL OR json_type(cancel) IN ('NULL', 'VARCHAR')), TRUE
+   OR NOT (cancel IS NULL OR json_type(cancel) IN ('NULL', 'VARCHAR'))
+   OR bad_ref(ref_pi) OR bad_ref(ref_invoice) OR bad_ref(ref_sub) OR bad_ref(ref_parent_sub)
+   OR bad_ref(ref_pay_pi) OR bad_ref(ref_pay_ch)
+   -- the same id twice among one object's references: the Python path names it once
+   OR len(list_distinct(parents)) <> list_aggregate(parents, 'count'), TRUE
   ) AS unusual
-FROM cols
+FROM refs
 ORDER BY line
 """
 _MACROS, _QUERY = _SQL.replace("{ws}", _UNTRIMMED.replace("'", "''")).split("WITH ev AS", 1)
 _QUERY = "WITH ev AS" + _QUERY
 
 _TEXT = ("event_id", "event_type", "request_id", "idempotency_key", "object_id", "object_type",
-         "subject", "currency", "outcome")
+         "subject", "currency", "outcome", "belongs_to", "initiator")
 
 
 def load(path: Path, origin: str, min_bytes: int = MIN_BYTES) -> LoadResult | None:

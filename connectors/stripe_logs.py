@@ -100,6 +100,7 @@ def log_row(payload: Any, origin: str, warnings: list[SourceWarning]) -> dict[st
         "source": name,
         "origin": origin,
         "kind": Kind.PROVIDER_REQUEST.value,
+        "initiator": "api",
         "request_id": text_or_none(payload.get("request_id")),
         "method": method.upper() if method else None,
         # the query string can carry customer data; the path is what identifies the call

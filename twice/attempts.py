@@ -1,13 +1,26 @@
 """Attempts: executions of a side effect, counted where they happened.
 
 The provider's records are the one side nobody on the team wrote, so an attempt is first of all
-one request the provider received (request logs) or one request its events name. Events from
-one request (payment_intent.created, charge.succeeded, ...) are one attempt. Events with no
-request id (automatic events, or a provider that does not record it) become one attempt per
-effect object.
+one request the provider received (request logs) or one request its events name. What a request
+did is read from Stripe's object graph, not from each object on its own:
+
+- One request emits several events on several objects (a confirmed PaymentIntent gives
+  `payment_intent.created`, `charge.succeeded`, `payment_intent.succeeded`): they are one
+  attempt, and its effect is the payment's ROOT object. The root is found by following what
+  each object belongs to (a charge to its PaymentIntent, a PaymentIntent or invoice payment to
+  its invoice), never further: a subscription has one payment per cycle.
+- Only requests that moved money are attempts: a payment (created, declined) or a refund.
+  Requests on other objects (customer and invoice edits, dashboard actions) are not.
+- A second request on an existing payment (a confirm, a capture) is part of that payment.
+- Events of the provider's own flows (`request.id` null: a subscription renewal) are one effect
+  per flow, and an attempt only when an id the agent wrote (metadata) ties them to it.
+- Events whose request is not recorded at all (some Stripe-compatible servers) are one attempt
+  per payment root object: two objects are two attempts even in the same second.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
@@ -17,83 +30,187 @@ from twice.timeline import Kind
 ATTEMPT_COLUMNS = [
     "attempt_id", "at", "request_id", "idempotency_key", "method", "path", "status",
     "object_id", "object_type", "subject", "amount", "currency", "effect", "thread_id",
-    "tool_call_id", "origin", "key_recorded", "source",
+    "tool_call_id", "origin", "key_recorded", "source", "initiator",
 ]
 
-# Event types that mean "this request created an effect".
-_CREATED_SUFFIXES = (".created", ".succeeded", ".refunded", ".captured")
-# When one request produced events on several objects, the effect is named after the first of
-# these types present (a confirmed PaymentIntent is one payment, not a PI plus a charge).
-_PRIMARY_OBJECTS = ["payment_intent", "charge", "refund", "invoice", "subscription"]
+# What an event type says about money (Stripe's event types).
+PAYMENT_SUCCESS = frozenset({
+    "payment_intent.succeeded", "payment_intent.amount_capturable_updated", "charge.succeeded",
+    "charge.captured", "invoice.paid", "invoice.payment_succeeded", "invoice_payment.paid",
+})
+PAYMENT_FAILURE = frozenset({
+    "payment_intent.payment_failed", "charge.failed", "invoice.payment_failed",
+})
+PAYMENT_STARTED = frozenset({
+    "payment_intent.created", "payment_intent.processing", "payment_intent.requires_action",
+    "charge.pending",
+})
+REFUND_EVENTS = frozenset({
+    "charge.refunded", "refund.created", "refund.updated", "refund.failed",
+    "charge.refund.updated",
+})
+_PAYMENT_EVENTS = PAYMENT_SUCCESS | PAYMENT_FAILURE | PAYMENT_STARTED
+
+# The objects one payment is made of, outermost first: the root is the outermost present.
+_PAYMENT_RANK = {"invoice": 4, "payment_intent": 3, "charge": 1, "invoice_payment": 0}
+_UNSEEN_RANK = 2  # an id named as a parent whose own events are not in the export
+
+# Stripe request paths that move money (POST). Other `/v1/` paths (customers, invoice edits,
+# sending or voiding an invoice, updates) are not attempts; paths of other providers all are.
+_STRIPE_EFFECT_PATH = re.compile(
+    r"^/v1/(payment_intents(/[^/]+/(confirm|capture))?|charges(/[^/]+/capture)?|refunds"
+    r"|invoices/[^/]+/pay|subscriptions|transfers|payouts)/?$")
+
 # Sources whose records carry the idempotency key when one was sent (a null there means "none").
 _KEY_SOURCES = {"stripe_events", "request_log"}
+
+_FIELDS = ["at", "idempotency_key", "method", "path", "status", "object_id", "object_type",
+           "subject", "amount", "currency", "thread_id", "tool_call_id", "origin", "outcome"]
+_EVENT_COLUMNS = ["request_id", "event_type", "belongs_to", "initiator", *_FIELDS]
 
 
 def _joined(series: pd.Series) -> str:
     return ",".join(sorted(set(series)))
 
 
-def _event_requests(events: pd.DataFrame) -> pd.DataFrame:
-    """One row per provider request named by events, with its primary effect object."""
-    ev = events[events["request_id"].notna()].copy()
+def moves_money(path: object) -> bool:
+    """Whether a POST to `path` can create an effect (see `_STRIPE_EFFECT_PATH`)."""
+    if not isinstance(path, str) or not path.startswith("/v1/"):
+        return True
+    return bool(_STRIPE_EFFECT_PATH.match(path))
+
+
+def payment_roots(events: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """(root object id, root object type) of every event's object, by event row.
+
+    Objects joined by `belongs_to` (a charge to its PaymentIntent, a PaymentIntent or invoice
+    payment to its invoice) form one payment; its root is the outermost object. Invoices do not
+    join their subscription. Rows without an object have no root.
+    """
+    from twice.grouping import components
+
+    obj = events["object_id"]
+    typ = events["object_type"].astype(object).where(events["object_type"].notna(), None)
+    joins = events["belongs_to"].notna() & typ.isin(["charge", "payment_intent",
+                                                     "invoice_payment"])
+    pairs = events.loc[joins, ["object_id", "belongs_to"]].drop_duplicates()
+    parents = pairs.assign(parent=pairs["belongs_to"].str.split(",")).explode("parent")
+    known = dict(zip(obj, typ, strict=True))
+    parents = parents[parents["parent"].map(known).fillna("") != "subscription"]
+    ids, uniques = pd.factorize(pd.concat([obj.dropna(), parents["object_id"],
+                                           parents["parent"]], ignore_index=True))
+    n_obj = int(obj.notna().sum())
+    n_pairs = len(parents)
+    edges = np.column_stack([ids[n_obj:n_obj + n_pairs], ids[n_obj + n_pairs:]])
+    labels = components(len(uniques), edges)
+    names = pd.Series(uniques, dtype=object)
+    types = names.map(known)
+    rank = types.map(_PAYMENT_RANK).fillna(-1.0)
+    rank[~names.isin(list(known))] = _UNSEEN_RANK
+    # the root of each component: its member of highest rank (ties: the first seen)
+    order = np.lexsort((np.arange(len(uniques)), -rank.to_numpy(dtype=float), labels))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = labels[order][1:] != labels[order][:-1]
+    root_at = np.empty(len(uniques), dtype=np.intp)  # a component's label -> its root's position
+    root_at[labels[order][first]] = order[first]
+    roots = names.iloc[root_at[labels]].reset_index(drop=True)
+    row_ids = pd.Series(ids[:n_obj], index=obj.dropna().index)
+    root = row_ids.map(roots).reindex(events.index)
+    root_type = root.map(known)
+    # a parent never seen as an object: typed by what named it (a charge names a PaymentIntent)
+    root_type[root.notna() & root_type.isna()] = "payment_intent"
+    return (root.astype(object).where(root.notna(), None),
+            root_type.astype(object).where(root_type.notna(), None))
+
+
+def _roles(events: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series, pd.Series]:
+    """(payment, success, failure, refund) flags per event row."""
+    t = events["event_type"].astype(object).where(events["event_type"].notna(), "")
+    return (t.isin(list(_PAYMENT_EVENTS)), t.isin(list(PAYMENT_SUCCESS)),
+            t.isin(list(PAYMENT_FAILURE)), t.isin(list(REFUND_EVENTS)))
+
+
+def _effect_rows(events: pd.DataFrame, by: str) -> pd.DataFrame:
+    """One row per value of `by` (a request id, or a payment root) with the effect its events
+    show: the payment's root object, or the refund; requests of neither kind are left out."""
+    payment, success, failure, refund = _roles(events)
+    ev = events.assign(_payment=payment, _success=success, _failure=failure, _refund=refund)
+    money = ev.groupby(by, sort=False)[["_payment", "_refund"]].transform("any")
+    ev = ev[money["_payment"] | money["_refund"]]
     if ev.empty:
-        return pd.DataFrame(columns=["request_id", *_FIELDS, "created"])
-    rank = {t: i for i, t in enumerate(_PRIMARY_OBJECTS)}
-    ev["_rank"] = ev["object_type"].map(rank).fillna(len(rank)).astype(int)
-    ev["_created"] = ev["event_type"].fillna("").str.endswith(_CREATED_SUFFIXES)
-    # each request's events, primary object first, then oldest: sorted as integers (the request
-    # ids' codes), several times faster than sorting the id strings; the order of the requests
-    # themselves does not matter (attempts are sorted by time at the end)
-    codes, _ = pd.factorize(ev["request_id"])
-    at = ev["at"].to_numpy(dtype="datetime64[ns]") if ev["at"].dt.tz is None \
-        else ev["at"].dt.tz_convert("UTC").dt.tz_localize(None).to_numpy()
-    ev = ev.take(np.lexsort((at, ev["_rank"].to_numpy(), codes)))
-    g = ev.groupby("request_id", sort=False)
+        return pd.DataFrame(columns=[by, *_FIELDS, "created", "failed", "refund"])
+    is_payment_req = ev.groupby(by, sort=False)["_payment"].transform("any")
+    # the events that name the effect: payment events of a payment request (the root first,
+    # then the PaymentIntent and charge), refund events of a refund (the refund object first)
+    primary = ev[(ev["_payment"] & is_payment_req) | (ev["_refund"] & ~is_payment_req)].copy()
+    primary["_rank"] = -primary["object_type"].map(
+        {"refund": 5, **_PAYMENT_RANK}).fillna(-1).astype(float)
+    primary = primary.sort_values([by, "_rank", "at"], kind="stable")
+    g = primary.groupby(by, sort=False)
     out = g.agg(
         at=("at", "min"),
         idempotency_key=("idempotency_key", "first"),
-        object_id=("object_id", "first"),
-        object_type=("object_type", "first"),
+        object_id=("_root", "first"),
+        object_type=("_root_type", "first"),
         subject=("subject", "first"),
         amount=("amount", "first"),
         currency=("currency", "first"),
         thread_id=("thread_id", "first"),
         tool_call_id=("tool_call_id", "first"),
         origin=("origin", "first"),
-        created=("_created", "any"),
         outcome=("outcome", "first"),
+        success=("_success", "any"),
+        failure=("_failure", "any"),
+        refund=("_refund", "any"),
+        initiator=("initiator", "first"),
     ).reset_index()
-    out["method"] = "POST"
-    return out.reindex(columns=["request_id", *_FIELDS, "created"])
+    # the customer may be named only by another event of the request (a refund's charge)
+    subject = ev.dropna(subset=["subject"]).drop_duplicates(by).set_index(by)["subject"]
+    out["subject"] = out["subject"].where(out["subject"].notna(), out[by].map(subject))
+    is_refund = out[by].map(is_payment_req.groupby(ev[by]).first()).eq(False)
+    out["refund"] = is_refund
+    out.loc[is_refund, "object_type"] = "refund"
+    refund_ids = primary[primary["object_type"] == "refund"].drop_duplicates(by).set_index(by)[
+        "object_id"]
+    out.loc[is_refund, "object_id"] = out.loc[is_refund, by].map(refund_ids)
+    out["created"] = out["success"] | ~out["failure"]
+    out["failed"] = out["failure"] & ~out["success"]
+    return out.drop(columns=["success", "failure"])
 
 
-def _automatic_attempts(events: pd.DataFrame) -> pd.DataFrame:
-    """Effects named by events without a request id: one attempt per effect object."""
-    ev = events[events["request_id"].isna() & events["object_id"].notna()]
-    ev = ev[ev["event_type"].fillna("").str.endswith(_CREATED_SUFFIXES)]
+def _event_requests(events: pd.DataFrame) -> pd.DataFrame:
+    """One row per provider request named by events that moved money, with its effect."""
+    ev = events[events["request_id"].notna()]
     if ev.empty:
-        return pd.DataFrame(columns=ATTEMPT_COLUMNS)
-    g = ev.sort_values("at").groupby("object_id", sort=False)
-    out = g.agg(
-        at=("at", "min"), object_type=("object_type", "first"), subject=("subject", "first"),
-        amount=("amount", "first"), currency=("currency", "first"),
-        thread_id=("thread_id", "first"), tool_call_id=("tool_call_id", "first"),
-        origin=("origin", "first"),
-    ).reset_index()
-    # A PaymentIntent and its charge are one payment: keep the PaymentIntent.
-    out = out.sort_values("object_type", key=lambda s: s.map(
-        {t: i for i, t in enumerate(_PRIMARY_OBJECTS)}).fillna(99))
-    out = out.drop_duplicates(["at", "subject", "amount", "currency"], keep="first")
-    out["attempt_id"] = "obj:" + out["object_id"].astype(str)
-    out["effect"] = "created"
-    out["source"] = "stripe_events"
-    out["key_recorded"] = False
+        return pd.DataFrame(columns=["request_id", *_FIELDS, "created", "failed", "refund",
+                                     "initiator"])
+    out = _effect_rows(ev, "request_id")
+    out["method"] = "POST"
     return out
 
 
-_FIELDS = ["at", "idempotency_key", "method", "path", "status", "object_id", "object_type",
-           "subject", "amount", "currency", "thread_id", "tool_call_id", "origin", "outcome"]
-_EVENT_COLUMNS = ["request_id", "event_type", *_FIELDS]
+def _flows(events: pd.DataFrame, claimed: set[str]) -> pd.DataFrame:
+    """Effects named by events without a request id: one attempt per payment (its root), when
+    the provider did not say the request (unknown initiator), or when the provider ran the flow
+    itself (automatic) and the agent's ids in its metadata tie it to a call."""
+    ev = events[events["request_id"].isna() & events["_root"].notna()
+                & ~events["_root"].isin(list(claimed))]
+    if ev.empty:
+        return pd.DataFrame(columns=ATTEMPT_COLUMNS)
+    # a refund is an effect of its own, never a part of the payment it refunds
+    _, _, _, refund = _roles(ev)
+    ev = ev.assign(_flow=ev["_root"].where(~refund, ev["object_id"]))
+    out = _effect_rows(ev, "_flow")
+    if out.empty:
+        return pd.DataFrame(columns=ATTEMPT_COLUMNS)
+    tied = out["thread_id"].notna() | out["tool_call_id"].notna()
+    out = out[out["initiator"].ne("automatic").fillna(True) | tied].copy()
+    out["attempt_id"] = "obj:" + out["_flow"].astype(str)
+    out["object_id"] = out["object_id"].where(out["object_id"].notna(), out["_flow"])
+    out["effect"] = np.where(out["created"], "created", "failed")
+    out["source"] = "stripe_events"
+    out["key_recorded"] = False
+    return out
 
 
 def _logged_requests(requests: pd.DataFrame) -> pd.DataFrame:
@@ -119,14 +236,17 @@ def _logged_requests(requests: pd.DataFrame) -> pd.DataFrame:
 
 
 def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
-    """One row per provider-side execution of a side-effecting (POST) request, oldest first."""
-    # only the columns attempts are made of: a timeline has 36, and copying the rest of a
+    """One row per provider-side execution of a side effect, oldest first."""
+    # only the columns attempts are made of: a timeline has 38, and copying the rest of a
     # million rows costs more than the grouping itself
     kind = timeline["kind"]
     events = timeline.loc[kind == Kind.PROVIDER_EVENT.value, _EVENT_COLUMNS]
+    if not events.empty:
+        root, root_type = payment_roots(events)
+        events = events.assign(_root=root, _root_type=root_type)
     logged = _logged_requests(
         timeline.loc[kind == Kind.PROVIDER_REQUEST.value, ["request_id", *_FIELDS, "source"]])
-    by_event = _event_requests(events).assign(_occ=0)
+    by_event = _event_requests(events).assign(_occ=0, _evidenced=True)
     merged = logged.merge(by_event, on=["request_id", "_occ"], how="outer",
                           suffixes=("", "_ev"))
     for col in _FIELDS:
@@ -140,25 +260,49 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
             merged[col] = ours.where(ours.notna(), theirs)
         else:
             merged[col] = theirs.where(theirs.notna(), ours)
-    has_events = merged["created"].notna() if "created" in merged else False
-    merged["created"] = merged.get("created", pd.Series(False, index=merged.index))
-    merged["created"] = merged["created"].astype("boolean").fillna(False).astype(bool)
+    evidenced = merged["_evidenced"].astype("boolean").fillna(False).astype(bool)
+    for col in ("created", "failed"):
+        merged[col] = merged[col].astype("boolean").fillna(False).astype(bool)
     merged["source"] = merged["source"].fillna("stripe_events")
-    merged["key_recorded"] = merged["key_recorded"].astype("boolean").fillna(False) | has_events
-    merged = merged[merged["method"].fillna("POST").astype(str).str.upper() == "POST"].copy()
+    merged["key_recorded"] = merged["key_recorded"].astype("boolean").fillna(False) | evidenced
+    merged["initiator"] = "api"
+    # a request the events name moved money (they were filtered above); one they do not name
+    # is judged by its path: a request to edit a customer or send an invoice is no attempt
+    post = merged["method"].fillna("POST").astype(str).str.upper() == "POST"
+    # events of a request that moved nothing were filtered out, so a logged request they name
+    # is known not to be an attempt
+    named = merged["request_id"].isin(events["request_id"].dropna()) if not events.empty \
+        else pd.Series(False, index=merged.index)
+    keep = post & (evidenced | (~named & merged["path"].map(moves_money).astype(bool)))
+    merged = merged[keep].copy()
     if not merged.empty:
         occ = merged["_occ"].fillna(0).astype(int)
         merged["attempt_id"] = merged["request_id"].astype(str).where(
             occ == 0, merged["request_id"].astype(str) + "#" + (occ + 1).astype(str))
         merged["effect"] = _effects(merged, events_loaded=not events.empty)
+        merged = _one_per_payment(merged)
 
-    automatic = _automatic_attempts(events)
-    if not automatic.empty and not merged.empty:
-        automatic = automatic[~automatic["object_id"].isin(merged["object_id"].dropna())]
-    parts = [d.reindex(columns=ATTEMPT_COLUMNS) for d in (merged, automatic) if not d.empty]
+    claimed = set(merged["object_id"].dropna()) if not merged.empty else set()
+    flows = _flows(events, claimed) if not events.empty else pd.DataFrame()
+    parts = [d.reindex(columns=ATTEMPT_COLUMNS) for d in (merged, flows) if not d.empty]
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ATTEMPT_COLUMNS)
     out = normalize(out).sort_values(["at", "attempt_id"], kind="stable", ignore_index=True)
     _infer_replays(out)
+    return out
+
+
+def _one_per_payment(attempts: pd.DataFrame) -> pd.DataFrame:
+    """A request on a payment an earlier request made (a confirm, a capture) is part of that
+    payment's attempt: the earliest request keeps it, with the best effect any of them had."""
+    has_object = attempts["object_id"].notna() & attempts["object_type"].ne("refund")
+    if not attempts.loc[has_object, "object_id"].duplicated().any():
+        return attempts
+    ordered = attempts.sort_values("at", kind="stable")
+    later = has_object.loc[ordered.index] & ordered["object_id"].duplicated()
+    created = set(ordered.loc[later & (ordered["effect"] == "created"), "object_id"])
+    out = ordered[~later].copy()
+    upgrade = out["object_id"].isin(list(created)) & out["effect"].isin(["failed", "unknown"])
+    out.loc[upgrade, "effect"] = "created"
     return out
 
 
@@ -185,7 +329,7 @@ def _effects(df: pd.DataFrame, events_loaded: bool) -> pd.Series:
     effect = pd.Series("unknown", index=df.index, dtype=object)
     effect[status.isna() | (status < 400)] = "created" if not events_loaded else "unknown"
     effect[df["created"]] = "created"
-    effect[(status >= 400) & ~df["created"]] = "failed"
+    effect[((status >= 400) & ~df["created"]) | df["failed"]] = "failed"
     effect[outcome == "replayed"] = "replayed"
     return effect
 

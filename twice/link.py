@@ -2,40 +2,70 @@
 
 Strong links come from identifiers both sides recorded (a provider request id captured on an HTTP
 client span, the idempotency key sent on the wire, a key equal to the thread/tool-call
-derivation, ids stamped into the provider's metadata). Those pairs must be simultaneous, so they
-also give the clock offset between the provider and the spans. Weak links, after alignment, put a
-provider request inside the time window of the HTTP span, tool span or checkpointed tool call that
-must have made it (same subject and amount).
+derivation, ids stamped into the provider's metadata). Production spans rarely capture any of
+them, so the clocks are aligned from the evidence as a whole (`twice.clocks`), and then each
+attempt is placed inside the window of the HTTP span, tool span or checkpointed tool call that
+made it. A window takes an attempt only when what both sides know of the effect agrees (the
+customer, amount and currency the tool was asked for): an attempt is never linked across
+customers. HTTP spans are linked one to one, except that identical requests inside one client
+span (a proxy's resend) all belong to it; tool executions and tool calls may hold several
+attempts (the client's own retries).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
+from twice.clocks import NS, ClockOffset, align, stab
 from twice.timeline import Kind, derived_key
 
-NS = 1_000_000_000
+__all__ = ["NS", "ClockOffset", "agree", "link"]
 
-
-@dataclass(frozen=True)
-class ClockOffset:
-    source: str  # "provider" or "checkpoints"
-    seconds: float  # the source's clock minus the reference clock (spans)
-    pairs: int  # simultaneous pairs it was estimated from
-    basis: str  # what the pairs were
+_CONTENT = ("subject", "amount", "currency")
 
 
 def _frame(timeline: pd.DataFrame, kind: Kind, columns: list[str]) -> pd.DataFrame:
-    """The rows of one kind, with only the columns a step reads (a timeline has 36)."""
+    """The rows of one kind, with only the columns a step reads (a timeline has 38)."""
     return timeline.loc[timeline["kind"] == kind.value, columns]
 
 
-def _second_resolution(times: pd.Series) -> bool:
-    ns = times.dropna().astype("int64")
-    return bool(len(ns)) and bool((ns % NS == 0).all())
+def _ns(series: pd.Series) -> np.ndarray:
+    return series.astype("int64").to_numpy().astype("float64")
+
+
+def _texts(col: pd.Series) -> np.ndarray:
+    """Values as comparable text (Int64 and float amounts must meet); None stays None."""
+    out = col.astype(object).to_numpy()
+    result = np.empty(len(out), dtype=object)
+    for i, v in enumerate(out):
+        if v is None or v is pd.NA or (isinstance(v, float) and v != v):
+            result[i] = None
+        elif isinstance(v, float):
+            result[i] = str(int(v))
+        else:
+            result[i] = str(v).lower() if isinstance(v, str) else str(v)
+    return result
+
+
+def agree(left: pd.DataFrame, right: pd.DataFrame, columns: tuple[str, ...] = _CONTENT
+          ) -> np.ndarray:
+    """Row by row: every column both sides know holds the same value (pairs aligned by position).
+    Also how many columns were known on both sides, to rank the matches."""
+    ok = np.ones(len(left), dtype=bool)
+    for col in columns:
+        if col not in left or col not in right:
+            continue
+        x, y = _texts(left[col]), _texts(right[col])
+        both = (x != None) & (y != None)  # noqa: E711 - element-wise over object arrays
+        ok &= ~both | (x == y)
+    return ok
+
+
+def _known(frame: pd.DataFrame, columns: tuple[str, ...] = _CONTENT) -> np.ndarray:
+    """How many of `columns` each row knows."""
+    return sum((frame[c].notna().to_numpy() for c in columns if c in frame),
+               np.zeros(len(frame), dtype=int))
 
 
 def _match_by(attempts: pd.DataFrame, spans: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -68,55 +98,29 @@ def _match_by(attempts: pd.DataFrame, spans: pd.DataFrame, column: str) -> pd.Da
     return out.set_index("_attempt")
 
 
-def _within(attempts_t: pd.Series, keys: pd.DataFrame, intervals: pd.DataFrame,
-            on: list[str], tol_ns: int) -> pd.DataFrame:
-    """For each attempt time, the interval with equal `on` values that contains it.
-
-    `intervals` has start/end (int ns, end may be NaN for open) and the payload columns.
-    Returns a frame indexed by attempt index with the interval's payload; ambiguous matches (two
-    overlapping intervals contain the time) are dropped rather than guessed.
-    """
-    if attempts_t.empty or intervals.empty:
-        return pd.DataFrame()
-    left = keys.assign(t=attempts_t.astype("int64")).reset_index(names="_attempt")
-    left = left.dropna(subset=on)
-    right = intervals.dropna(subset=on).copy()
-    for col in on:  # compare keys as text: Int64 and float amounts must meet
-        left[col] = _key_texts(left[col])
-        right[col] = _key_texts(right[col])
-    if left.empty or right.empty:
-        return pd.DataFrame()
-    right = right.sort_values("start").copy()
-    # the latest end among intervals that started earlier, to detect overlap (ambiguity)
-    right["_end"] = right["end"].fillna(np.inf)
-    right["_prev_end"] = right.assign(_end=right.groupby(on, sort=False)["_end"].cummax()) \
-        .groupby(on, sort=False)["_end"].shift(1)
-    left = left.sort_values("t")
-    left["_probe"] = (left["t"] + tol_ns).astype("float64")
-    m = pd.merge_asof(left, right, left_on="_probe", right_on="start", by=on,
-                      direction="backward")
-    end = m["end"].fillna(np.inf)
-    ok = m["start"].notna() & (m["t"] <= end + tol_ns)
-    ambiguous = m["_prev_end"].fillna(-np.inf) >= m["t"] - tol_ns
-    return m[ok & ~ambiguous].set_index("_attempt")
+_HTTP_COLS = ["span_id", "at", "end", "parent_span_id", "tool_span_id", "tool_call_id",
+              "thread_id", "resend_count", "proxy_attempt", "worker", "subject", "amount",
+              "currency", "content"]
 
 
-def _key_text(value: object) -> str:
-    return str(int(value)) if isinstance(value, float) else str(value)
-
-
-def _key_texts(col: pd.Series) -> pd.Series:
-    """`_key_text` of every value (no nulls), column at a time where the dtype allows."""
-    if pd.api.types.is_float_dtype(col.dtype):
-        col = col.astype("int64")  # truncates as int() does
-    elif not (pd.api.types.is_integer_dtype(col.dtype)
-              or pd.api.types.is_string_dtype(col.dtype) and col.dtype != object):
-        return col.map(_key_text).astype(object)
-    return col.astype(str).astype(object)
-
-
-def _ns(series: pd.Series) -> pd.Series:
-    return series.astype("int64").astype("float64")
+def _http_spans(timeline: pd.DataFrame) -> pd.DataFrame:
+    """HTTP client spans, with the tool call and the effect fields of the tool span above them
+    (when the instrumentation nests them)."""
+    http = _frame(timeline, Kind.HTTP_SPAN, [
+        "span_id", "at", "end", "parent_span_id", "tool_call_id", "thread_id", "resend_count",
+        "proxy_attempt", "worker", "request_id", "idempotency_key", "method", "path"])
+    tools = _frame(timeline, Kind.TOOL_SPAN,
+                   ["span_id", "subject", "amount", "currency", "tool_call_id", "thread_id"])
+    http = http.merge(tools.rename(columns=lambda c: f"tool_{c}"),
+                      left_on="parent_span_id", right_on="tool_span_id", how="left")
+    http = http.assign(
+        tool_call_id=http["tool_call_id"].fillna(http["tool_tool_call_id"]),
+        thread_id=http["thread_id"].fillna(http["tool_thread_id"]),
+        subject=http["tool_subject"], amount=http["tool_amount"],
+        currency=http["tool_currency"],
+    )
+    http["content"] = _known(http) > 0
+    return http
 
 
 def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.0
@@ -130,76 +134,31 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
     att["proxy_attempt"] = pd.Series([pd.NA] * len(att), index=att.index, dtype="Int64")
     att["at_raw"] = att["at"]
     att["time_basis"] = "provider"
+    metadata = att["thread_id"].notna() | att["tool_call_id"].notna()
+    att.loc[metadata, "link"] = "metadata"
 
-    http = _frame(timeline, Kind.HTTP_SPAN, [
-        "span_id", "at", "end", "parent_span_id", "tool_call_id", "thread_id", "resend_count",
-        "proxy_attempt", "worker", "request_id", "idempotency_key", "method", "path"])
-    tools = _frame(timeline, Kind.TOOL_SPAN,
-                   ["span_id", "subject", "amount", "tool_call_id", "thread_id"])
-    http = http.merge(
-        tools[["span_id", "subject", "amount", "tool_call_id", "thread_id"]].rename(
-            columns=lambda c: f"tool_{c}"),
-        left_on="parent_span_id", right_on="tool_span_id", how="left")
-    http = http.assign(
-        tool_call_id=http["tool_call_id"].fillna(http["tool_tool_call_id"]),
-        thread_id=http["thread_id"].fillna(http["tool_thread_id"]),
-    )
-    http_cols = ["span_id", "at", "end", "parent_span_id", "tool_span_id", "tool_call_id",
-                 "thread_id", "resend_count", "proxy_attempt", "worker", "tool_subject",
-                 "tool_amount"]
+    http = _http_spans(timeline)
 
     # 1. strong links on identifiers both sides recorded
-    strong = pd.DataFrame(columns=http_cols)
+    strong = pd.DataFrame(columns=_HTTP_COLS)
     if not att.empty and not http.empty:
-        by_req = _match_by(att, http[[*http_cols, "request_id"]], "request_id")
+        by_req = _match_by(att, http[[*_HTTP_COLS, "request_id"]], "request_id")
         rest = att.drop(index=by_req.index, errors="ignore")
-        by_key = _match_by(rest, http[[*http_cols, "idempotency_key"]], "idempotency_key")
+        by_key = _match_by(rest, http[[*_HTTP_COLS, "idempotency_key"]], "idempotency_key")
         strong = pd.concat([by_req.assign(link="request_id"),
                             by_key.assign(link="idempotency_key")])
 
-    # 2. clock offsets from the strong pairs: the provider logged the request while the client
-    # span was open, just after it started.
-    offsets: list[ClockOffset] = []
-    provider_offset = 0.0
-    if len(strong):
-        span_start = pd.to_datetime(strong["span_at"], utc=True)
-        prov = att.loc[strong.index, "at"]
-        half = 0.5 * NS if _second_resolution(att["at"]) else 0.0
-        diffs = (_ns(prov) + half - _ns(span_start)) / NS
-        provider_offset = float(np.median(diffs.to_numpy()))
-        offsets.append(ClockOffset("provider", round(provider_offset, 3), len(diffs),
-                                   "provider request time vs. the HTTP client span that sent it"))
+    # 2. the clocks: every source's offset from the evidence as a whole
+    aligned, offsets, provider_offset = align(timeline, att, strong)
     att["at"] = att["at_raw"] - pd.to_timedelta(provider_offset, unit="s")
 
-    aligned = timeline.copy(deep=False)  # copy-on-write: only the column set below is copied
-    provider_rows = aligned["kind"].isin([Kind.PROVIDER_EVENT.value,
-                                          Kind.PROVIDER_REQUEST.value])
-    aligned.loc[provider_rows, "at_aligned"] = (
-        aligned.loc[provider_rows, "at"] - pd.to_timedelta(provider_offset, unit="s"))
-    ck_offset = _checkpoint_offset(timeline)
-    if ck_offset is not None:
-        offsets.append(ck_offset)
-        ck_rows = aligned["source"] == "checkpoints"
-        aligned.loc[ck_rows, "at_aligned"] = (
-            aligned.loc[ck_rows, "at"] - pd.to_timedelta(ck_offset.seconds, unit="s"))
-
-    _apply_http(att, strong, http)
-
-    # 3. weak links inside time windows, after alignment
-    if not http.empty:
-        iv = http.assign(start=_ns(http["at"]), end=_ns(http["end"].fillna(http["at"])), _all="")
-        iv = iv[iv["method"].fillna("POST").str.upper() == "POST"][
-            [*http_cols, "start", "path", "_all"]]
-        # by path where both sides know it, else any POST span open at that time
-        for on, known in ((["path"], att["path"].notna()), (["_all"], att["path"].isna())):
-            need = att["http_span_id"].isna() & known
-            if need.any():
-                found = _within(att.loc[need, "at"], att.loc[need, ["path"]].assign(_all=""),
-                                iv, on, tol_ns)
-                _apply_http(att, found.assign(link="http_span_window"), http)
-
+    _apply_http(att, strong, http, trusted=True)
     _link_derived_keys(att, timeline)
+
+    # 3. windows, after alignment
+    _link_http_windows(att, http, tol_ns)
     _link_tool_windows(att, aligned, tol_ns)
+    _bundle_resends(att, http, tol_ns)
 
     # An attempt linked to an HTTP span it alone used takes the span's finer-grained start.
     solo = att["http_span_id"].notna() & ~att["http_span_id"].duplicated(keep=False)
@@ -211,20 +170,128 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
     return att.sort_values(["at", "attempt_id"], ignore_index=True), aligned, offsets
 
 
-def _apply_http(att: pd.DataFrame, matched: pd.DataFrame, http: pd.DataFrame) -> None:
+def _apply_http(att: pd.DataFrame, matched: pd.DataFrame, http: pd.DataFrame, *,
+                trusted: bool) -> None:
+    """Record HTTP span links. The span's worker is taken only from a link that does not rest
+    on timing alone (an id, or a span whose tool said what it charged): a worker is evidence of
+    redelivery, and a guessed link must not make one up."""
     if matched.empty:
         return
     idx = matched.index
     att.loc[idx, "http_span_id"] = matched["span_id"].to_numpy()
-    att.loc[idx, "link"] = matched["link"].to_numpy()
+    links = att.loc[idx, "link"]
+    att.loc[idx, "link"] = links.where(links.notna(), matched["link"].to_numpy())
     for col in ["resend_count", "proxy_attempt"]:
         att.loc[idx, col] = pd.array(matched[col].to_numpy(), dtype="Int64")
-    att.loc[idx, "worker"] = matched["worker"].to_numpy()
+    sure = np.ones(len(matched), dtype=bool) if trusted else \
+        matched["content"].astype(bool).to_numpy()
+    att.loc[idx[sure], "worker"] = matched["worker"].to_numpy()[sure]
     tool_span = matched["tool_span_id"].where(matched["tool_span_id"].notna(), None)
     att.loc[idx, "tool_span_id"] = tool_span.to_numpy()
     for col in ["tool_call_id", "thread_id"]:
         have = att.loc[idx, col]
         att.loc[idx, col] = have.where(have.notna(), matched[col].to_numpy())
+
+
+def _candidates(att: pd.DataFrame, need: pd.Series, windows: pd.DataFrame, tol_ns: int,
+                *, on: tuple[str, ...] = _CONTENT) -> pd.DataFrame:
+    """(attempt index, window position) pairs: the attempt's time inside the window (within the
+    tolerance), every field both know agreeing, never another thread or tool call than the
+    attempt already has. Columns: `_attempt`, `_window`, `_t`, `_start`, `_known`."""
+    # the provider's own flows are tied to a call by ids only, never by timing
+    a = att[need & att["initiator"].ne("automatic").fillna(True)]
+    if a.empty or windows.empty:
+        return pd.DataFrame(columns=["_attempt", "_window", "_t", "_start", "_known"])
+    t = _ns(a["at"])
+    starts = windows["start"].to_numpy(dtype="float64")
+    ends = windows["end"].to_numpy(dtype="float64")
+    qi, wj = stab(t, starts, ends, tol_ns)
+    if not len(qi):
+        return pd.DataFrame(columns=["_attempt", "_window", "_t", "_start", "_known"])
+    left = a.iloc[qi].reset_index(names="_attempt")
+    right = windows.iloc[wj].reset_index(drop=True)
+    ok = agree(left, right, on)
+    for col in ("thread_id", "tool_call_id"):
+        if col in right:
+            ok &= agree(left, right, (col,))
+    pairs = pd.DataFrame({"_attempt": left["_attempt"].to_numpy(), "_window": wj,
+                          "_t": t[qi], "_start": starts[wj],
+                          "_known": _known(right, on)})
+    return pairs[ok]
+
+
+def _link_http_windows(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int) -> None:
+    """Attempts without an HTTP span: the POST span that was open when the provider logged the
+    request, one to one (each span takes its closest attempt, each attempt its closest span;
+    an attempt whose span is someone else's is left for `_bundle_resends`)."""
+    need = att["http_span_id"].isna()
+    if not need.any() or http.empty:
+        return
+    post = http[http["method"].fillna("POST").str.upper() == "POST"]
+    windows = post[[c for c in _HTTP_COLS if c != "end"] + ["path"]].assign(
+        start=_ns(post["at"]), end=_ns(post["end"].fillna(post["at"]))).reset_index(drop=True)
+    taken = set(att["http_span_id"].dropna())
+    windows = windows[~windows["span_id"].isin(list(taken))]
+    pairs = _candidates(att, need, windows.reset_index(drop=True), tol_ns,
+                        on=(*_CONTENT, "path"))
+    if pairs.empty:
+        return
+    windows = windows.reset_index(drop=True)
+    # closest start first: the provider logs a request just after the client began sending it
+    pairs = pairs.assign(_cost=np.abs(pairs["_t"] - pairs["_start"]) - 1e12 * pairs["_known"])
+    pairs = _one_to_one(pairs.sort_values(["_cost", "_t"], kind="stable"))
+    matched = windows.iloc[pairs["_window"].to_numpy()].set_index(
+        pd.Index(pairs["_attempt"].to_numpy()))
+    _apply_http(att, matched.assign(link="http_span_window"), http, trusted=False)
+
+
+def _one_to_one(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Greedy matching: pairs in order of preference, each kept when neither side is taken."""
+    used_a: set[int] = set()
+    used_w: set[int] = set()
+    keep = []
+    for i, (a, w) in enumerate(zip(pairs["_attempt"].to_numpy(), pairs["_window"].to_numpy(),
+                                   strict=True)):
+        if a in used_a or w in used_w:
+            continue
+        used_a.add(a)
+        used_w.add(w)
+        keep.append(i)
+    return pairs.iloc[keep]
+
+
+def _bundle_resends(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int) -> None:
+    """An attempt left without a client span, inside a span another attempt holds, and identical
+    to it (the same key, or no key and the same effect and tool call): one client request that
+    reached the provider twice, the fingerprint of a resend below the client."""
+    need = att["http_span_id"].isna()
+    if not need.any() or http.empty or att["http_span_id"].isna().all():
+        return
+    held = att[att["http_span_id"].notna()].drop_duplicates("http_span_id")
+    by_id = http.drop_duplicates("span_id").set_index("span_id")
+    spans = by_id.loc[held["http_span_id"]]
+    windows = pd.DataFrame({
+        "start": _ns(spans["at"]), "end": _ns(spans["end"].fillna(spans["at"])),
+        "_holder": held.index.to_numpy(), "span_id": held["http_span_id"].to_numpy(),
+    })
+    pairs = _candidates(att, need, windows, tol_ns, on=())
+    if pairs.empty:
+        return
+    mine = att.loc[pairs["_attempt"]].reset_index(drop=True)
+    holder = att.loc[windows["_holder"].to_numpy()[pairs["_window"].to_numpy()]].reset_index(
+        drop=True)
+    same_key = (mine["idempotency_key"].notna() & (mine["idempotency_key"].to_numpy()
+                                                   == holder["idempotency_key"].to_numpy()))
+    no_keys = mine["idempotency_key"].isna() & holder["idempotency_key"].isna()
+    same = agree(mine, holder, (*_CONTENT, "tool_call_id", "thread_id")) & (
+        _known(mine) > 0) & (same_key.to_numpy() | no_keys.to_numpy())
+    pairs = pairs[same].sort_values("_t").drop_duplicates("_attempt")
+    if pairs.empty:
+        return
+    span_ids = windows["span_id"].to_numpy()[pairs["_window"].to_numpy()]
+    matched = by_id.loc[span_ids].reset_index()
+    matched.index = pd.Index(pairs["_attempt"].to_numpy())
+    _apply_http(att, matched.assign(link="resend_in_span"), http, trusted=False)
 
 
 def _link_derived_keys(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
@@ -253,68 +320,71 @@ def _link_derived_keys(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
                                 for how in att.loc[unnamed, "link"]]
 
 
-def _link_tool_windows(att: pd.DataFrame, aligned: pd.DataFrame, tol_ns: int) -> None:
-    """Attempts still without a tool call: the tool span, or the checkpointed tool call (from
-    the call to its result), for the same subject and amount that was open at that time."""
-    tools = _frame(aligned, Kind.TOOL_SPAN, ["at", "at_aligned", "end", "subject", "amount",
-                                             "tool_call_id", "thread_id", "span_id"])
-    need = att["tool_call_id"].isna() & att["subject"].notna()
-    if need.any() and not tools.empty:
-        iv = tools.assign(start=_ns(tools["at_aligned"]),
-                          end=_ns(tools["end"].fillna(tools["at"]))
-                          + _ns(tools["at_aligned"]) - _ns(tools["at"]))
-        iv = iv[["start", "end", "subject", "amount", "tool_call_id", "thread_id", "span_id"]]
-        found = _within(att.loc[need, "at"], att.loc[need, ["subject", "amount"]],
-                        iv.astype({"amount": "float64"}), ["subject", "amount"], tol_ns)
-        if not found.empty and "tool_call_id" in found:
-            _fill(att, found, "tool_span_window")
-            att.loc[found.index, "tool_span_id"] = att.loc[found.index, "tool_span_id"].where(
-                att.loc[found.index, "tool_span_id"].notna(), found["span_id"])
-
+def tool_windows(aligned: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(tool span windows, checkpointed tool call windows) on the reference clock, with the
+    effect fields the tool was asked for. A tool call's window runs from the checkpoint that
+    holds it to the one that holds its result (open while no result was recorded)."""
+    tools = _frame(aligned, Kind.TOOL_SPAN, ["at", "at_aligned", "end", *_CONTENT,
+                                             "tool_call_id", "thread_id", "span_id", "worker"])
+    shift = _ns(tools["at_aligned"]) - _ns(tools["at"])
+    spans = tools.assign(start=_ns(tools["at_aligned"]),
+                         end=_ns(tools["end"].fillna(tools["at"])) + shift)
     calls = _frame(aligned, Kind.TOOL_CALL,
-                   ["at_aligned", "subject", "amount", "tool_call_id", "thread_id"])
-    need = att["tool_call_id"].isna() & att["subject"].notna()
+                   ["at_aligned", *_CONTENT, "tool_call_id", "thread_id"])
+    results = _frame(aligned, Kind.TOOL_RESULT, ["tool_call_id", "at_aligned"]
+                     ).drop_duplicates("tool_call_id")
+    calls = calls.drop_duplicates("tool_call_id").merge(
+        results, on="tool_call_id", how="left", suffixes=("", "_result"))
+    result_at = calls["at_aligned_result"]
+    calls = calls.assign(start=_ns(calls["at_aligned"]),
+                         end=np.where(result_at.notna(), _ns(result_at.fillna(
+                             calls["at_aligned"])), np.inf))
+    return spans.reset_index(drop=True), calls.reset_index(drop=True)
+
+
+def _link_tool_windows(att: pd.DataFrame, aligned: pd.DataFrame, tol_ns: int) -> None:
+    """Attempts still without a tool execution or tool call: the tool span, then the
+    checkpointed tool call, that was open at that time and asked for the same effect; among
+    several, the one that began last (a later call of the same customer opens after an earlier
+    one that is still waiting on a slow answer)."""
+    spans, calls = tool_windows(aligned)
+    need = att["tool_span_id"].isna()
+    if need.any() and not spans.empty:
+        pairs = _pick(_candidates(att, need, spans, tol_ns))
+        if not pairs.empty:
+            found = spans.iloc[pairs["_window"].to_numpy()].set_index(
+                pd.Index(pairs["_attempt"].to_numpy()))
+            idx = found.index
+            att.loc[idx, "tool_span_id"] = found["span_id"].to_numpy()
+            have = att.loc[idx, "worker"]
+            att.loc[idx, "worker"] = have.where(have.notna(), found["worker"].to_numpy())
+            _fill(att, found, "tool_span_window")
+    need = att["tool_call_id"].isna()
     if need.any() and not calls.empty:
-        results = _frame(aligned, Kind.TOOL_RESULT, ["tool_call_id", "at_aligned"]
-                         ).drop_duplicates("tool_call_id")
-        iv = calls.merge(results[["tool_call_id", "at_aligned"]], on="tool_call_id",
-                         how="left", suffixes=("", "_result"))
-        result_at = iv["at_aligned_result"]
-        iv = iv.assign(start=_ns(iv["at_aligned"]),
-                       end=_ns(result_at.fillna(iv["at_aligned"])).where(result_at.notna()))
-        iv = iv[["start", "end", "subject", "amount", "tool_call_id", "thread_id"]]
-        found = _within(att.loc[need, "at"], att.loc[need, ["subject", "amount"]],
-                        iv.astype({"amount": "float64"}), ["subject", "amount"], tol_ns)
-        if not found.empty:
+        pairs = _pick(_candidates(att, need, calls, tol_ns))
+        if not pairs.empty:
+            found = calls.iloc[pairs["_window"].to_numpy()].set_index(
+                pd.Index(pairs["_attempt"].to_numpy()))
             _fill(att, found, "checkpoint_window")
+
+
+def _pick(pairs: pd.DataFrame) -> pd.DataFrame:
+    """One window per attempt: those that know something of the effect before those that know
+    nothing (a window that knows nothing is taken only when it is the attempt's only one), then
+    the one that began last."""
+    if pairs.empty:
+        return pairs
+    blind = pairs["_known"] == 0
+    alone = ~pairs["_attempt"].duplicated(keep=False)
+    pairs = pairs[~blind | alone]
+    return pairs.sort_values(["_known", "_start"], ascending=False,
+                             kind="stable").drop_duplicates("_attempt")
 
 
 def _fill(att: pd.DataFrame, found: pd.DataFrame, how: str) -> None:
     idx = found.index
-    att.loc[idx, "tool_call_id"] = found["tool_call_id"].to_numpy()
-    have = att.loc[idx, "thread_id"]
-    att.loc[idx, "thread_id"] = have.where(have.notna(), found["thread_id"].to_numpy())
+    for col in ("tool_call_id", "thread_id"):
+        have = att.loc[idx, col]
+        att.loc[idx, col] = have.where(have.notna(), found[col].to_numpy())
     links = att.loc[idx, "link"]
     att.loc[idx, "link"] = links.where(links.notna(), how)
-
-
-def _checkpoint_offset(timeline: pd.DataFrame) -> ClockOffset | None:
-    """Checkpoints vs spans: the checkpoint holding a tool result is written just after the tool
-    span that produced it ended. Only corrected when the disagreement is clear (> 0.5 s)."""
-    results = _frame(timeline, Kind.TOOL_RESULT, ["tool_call_id", "at"]
-                     ).drop_duplicates("tool_call_id")
-    spans = _frame(timeline, Kind.TOOL_SPAN, ["tool_call_id", "end"])
-    spans = spans[spans["end"].notna() & spans["tool_call_id"].notna()]
-    if results.empty or spans.empty:
-        return None
-    last = spans.sort_values("end").drop_duplicates("tool_call_id", keep="last")
-    pairs = results[["tool_call_id", "at"]].merge(last[["tool_call_id", "end"]],
-                                                  on="tool_call_id")
-    if pairs.empty:
-        return None
-    diffs = (_ns(pairs["at"]) - _ns(pairs["end"])) / NS
-    offset = float(np.median(diffs.to_numpy()))
-    if abs(offset) <= 0.5:
-        return None
-    return ClockOffset("checkpoints", round(offset, 3), len(pairs),
-                       "checkpoint with a tool result vs. the end of that tool's span")

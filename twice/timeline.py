@@ -66,6 +66,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("request_id", TEXT, "provider request id (req_...)"),
     Column("object_id", TEXT, "id of the effect object (ch_..., pi_..., re_...)"),
     Column("object_type", TEXT, "type of the effect object (charge, payment_intent, ...)"),
+    Column("belongs_to", TEXT, "ids of the provider objects this one is part of, comma-separated: "
+           "a charge's PaymentIntent, a PaymentIntent's (or invoice payment's) invoice, an "
+           "invoice's subscription; one payment is the root object and its children"),
+    Column("initiator", TEXT, "who made a provider record happen: api (a request), automatic "
+           "(the provider's own flow, e.g. a renewal: Stripe's request.id null), null: not said"),
     Column("event_type", TEXT, "provider event type (charge.succeeded, ...)"),
     Column("event_id", TEXT, "provider event id (evt_...)"),
     Column("method", TEXT, "HTTP method"),

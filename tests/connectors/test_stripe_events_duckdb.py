@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -137,3 +138,54 @@ def test_the_whitespace_it_checks_is_what_python_strips() -> None:
 
     assert list(stripe_events_duckdb._WS_CODES) == [
         c for c in range(sys.maxunicode + 1) if chr(c).isspace()]
+
+
+def _linked(i: int) -> list[dict[str, Any]]:
+    """One renewal's objects in both API shapes: before 2025-03-31.basil (`invoice.subscription`,
+    `payment_intent.invoice`, `charge.invoice`) and from it (`parent.subscription_details`, an
+    `invoice_payment` tying the invoice to its PaymentIntent)."""
+    sub, inv, pi, ch = f"sub_{i}", f"in_{i}", f"pi_{i}", f"ch_{i}"
+    legacy = [
+        {"id": inv, "object": "invoice", "subscription": sub, "customer": "cus_1"},
+        {"id": pi, "object": "payment_intent", "invoice": inv, "amount": 900,
+         "currency": "usd", "customer": "cus_1", "status": "succeeded"},
+        {"id": ch, "object": "charge", "payment_intent": {"id": pi, "object": "payment_intent"},
+         "invoice": inv, "amount": 900, "currency": "usd", "status": "succeeded"},
+    ]
+    modern = [
+        {"id": inv + "b", "object": "invoice", "customer": "cus_1",
+         "parent": {"type": "subscription_details",
+                    "subscription_details": {"subscription": sub + "b"}}},
+        {"id": f"inpay_{i}", "object": "invoice_payment", "invoice": inv + "b",
+         "payment": {"type": "payment_intent", "payment_intent": pi + "b"}},
+        {"id": f"re_{i}", "object": "refund", "charge": ch, "payment_intent": pi,
+         "amount": 900, "currency": "usd", "status": "succeeded"},
+    ]
+    return [_event(1000 * i + j, type=f"{o['object']}.created", request={"id": None,
+                   "idempotency_key": None}, data={"object": o})
+            for j, o in enumerate(legacy + modern)]
+
+
+def test_what_an_object_belongs_to_is_read_alike_on_both_paths(tmp_path: Path) -> None:
+    path = _write(tmp_path / "events.jsonl", [e for i in range(1, 40) for e in _linked(i)])
+    fast = stripe_events_duckdb.load(path, str(path), min_bytes=0)
+    assert fast is not None
+    _same(fast, _python_path(path))
+    rows = fast.rows.set_index("object_id")
+    assert rows.loc["in_1", "belongs_to"] == "sub_1"
+    assert rows.loc["pi_1", "belongs_to"] == "in_1"
+    assert rows.loc["ch_1", "belongs_to"] == "pi_1,in_1"
+    assert rows.loc["in_1b", "belongs_to"] == "sub_1b"
+    assert rows.loc["inpay_1", "belongs_to"] == "in_1b,pi_1b"
+    assert pd.isna(rows.loc["re_1", "belongs_to"])  # a refund is an effect of its own
+    assert set(rows["initiator"]) == {"automatic"}
+
+
+def test_initiator_says_api_automatic_or_nothing(tmp_path: Path) -> None:
+    api = _event(1)
+    automatic = _event(2, request={"id": None, "idempotency_key": None})
+    legacy = _event(3, request="req_3")
+    absent = {k: v for k, v in _event(4).items() if k != "request"}
+    rows = stripe_events.parse_events([api, automatic, legacy, absent], "events.json").rows
+    assert rows["initiator"].tolist()[:3] == ["api", "automatic", "api"]
+    assert pd.isna(rows["initiator"].iloc[3])

@@ -1,0 +1,297 @@
+"""Clock alignment: how far each source's clock runs from the reference clock.
+
+The reference is the spans' clock when spans were loaded, else the checkpoints'. A provider
+stamps `created` in whole seconds on its own clock, often seconds off the agents' hosts, and the
+checkpoints' host may differ from the spans' too. Production spans rarely carry the provider's
+request id (capturing response headers is off by default), so the offset cannot come from
+identified pairs alone: it is the offset under which the most provider requests fall inside
+an agent-side window that asked for the same effect (the tool span or checkpointed tool call
+with the same customer, amount and currency), refined with the HTTP client spans when there are
+any. Each offset is reported with its basis, how many records support it, the range of offsets
+they allow, and a `thin` flag when too little supports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from twice.timeline import Kind
+
+NS = 1_000_000_000
+MAX_OFFSET_S = 300.0  # clocks further apart than this are not searched
+SAMPLE = 400  # provider requests the offset is voted on (evenly spread over the evidence)
+THIN = 3  # fewer supporting records than this: the offset is flagged as thin
+_SLACK_S = 0.05  # timing noise allowed at each window's edges
+
+
+@dataclass(frozen=True)
+class ClockOffset:
+    source: str  # "provider" or "checkpoints"
+    seconds: float  # the source's clock minus the reference clock
+    pairs: int  # records that support it
+    basis: str  # what the records were
+    reference: str = "spans"  # the clock it is measured against: spans or checkpoints
+    low: float | None = None  # the range of offsets the supporting records allow
+    high: float | None = None
+    thin: bool = False  # too little supports it: verdicts that depend on it are less sure
+
+
+def stab(times: np.ndarray, starts: np.ndarray, ends: np.ndarray, tol: float
+         ) -> tuple[np.ndarray, np.ndarray]:
+    """All (query, interval) position pairs where times[q] lies in [start - tol, end + tol].
+
+    Intervals are grouped by length (powers of ten): within a group every containing interval
+    starts within `length + tol` before the time, so a sorted search finds them; the work grows
+    with the matches, not with queries x intervals. `ends` may be +inf (open intervals).
+    """
+    if not len(times) or not len(starts):
+        return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp)
+    length = np.maximum(ends - starts, 0.0)
+    finite = np.isfinite(length)
+    bucket = np.full(len(starts), 99, dtype=int)
+    bucket[finite] = np.ceil(np.log10(np.maximum(length[finite], 1.0))).astype(int)
+    out_q: list[np.ndarray] = []
+    out_w: list[np.ndarray] = []
+    for b in np.unique(bucket):
+        members = np.flatnonzero(bucket == b)
+        order = members[np.argsort(starts[members], kind="stable")]
+        s = starts[order]
+        longest = np.inf if b == 99 else float(length[members].max())
+        lo = np.zeros(len(times), dtype=np.intp) if not np.isfinite(longest) else \
+            np.searchsorted(s, times - longest - tol, side="left")
+        hi = np.searchsorted(s, times + tol, side="right")
+        counts = np.maximum(hi - lo, 0)
+        total = int(counts.sum())
+        if not total:
+            continue
+        q = np.repeat(np.arange(len(times)), counts)
+        offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        w = order[np.repeat(lo, counts) + offsets]
+        keep = ends[w] + tol >= times[q]
+        out_q.append(q[keep])
+        out_w.append(w[keep])
+    if not out_q:
+        return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp)
+    return np.concatenate(out_q), np.concatenate(out_w)
+
+
+def best_offset(owner: np.ndarray, low: np.ndarray, high: np.ndarray
+                ) -> tuple[float, float, int, bool] | None:
+    """The offset range [lo, hi] that the most owners' intervals cover, and how many; among
+    equally supported ranges the one nearest zero (clocks are usually close). Also whether the
+    choice was a tie between separate ranges. None without intervals."""
+    if not len(owner):
+        return None
+    frame = pd.DataFrame({"o": owner, "lo": low, "hi": high}).sort_values(["o", "lo"])
+    # merge each owner's overlapping intervals: an owner counts once wherever it is covered
+    o, lo, hi = frame["o"].to_numpy(), frame["lo"].to_numpy(), frame["hi"].to_numpy()
+    run_hi = pd.Series(hi).groupby(o).cummax().to_numpy()
+    new = np.ones(len(o), dtype=bool)
+    new[1:] = (o[1:] != o[:-1]) | (lo[1:] > run_hi[:-1])
+    seg = np.cumsum(new) - 1
+    m_lo = pd.Series(lo).groupby(seg).min().to_numpy()
+    m_hi = pd.Series(run_hi).groupby(seg).max().to_numpy()
+    points = np.concatenate([m_lo, m_hi])
+    delta = np.concatenate([np.ones(len(m_lo)), -np.ones(len(m_hi))])
+    order = np.lexsort((-delta, points))  # at one point, openings before closings
+    points, delta = points[order], delta[order]
+    cover = np.cumsum(delta)
+    top = cover.max()
+    starts = np.flatnonzero(cover == top)
+    ranges = [(points[i], points[i + 1] if i + 1 < len(points) else points[i]) for i in starts]
+    ranges = [r for r in ranges if r[1] >= r[0]]
+    distinct = []
+    for r in ranges:
+        if distinct and r[0] <= distinct[-1][1]:
+            distinct[-1] = (distinct[-1][0], max(distinct[-1][1], r[1]))
+        else:
+            distinct.append(r)
+    chosen = min(distinct, key=lambda r: 0.0 if r[0] <= 0 <= r[1] else min(abs(r[0]),
+                                                                            abs(r[1])))
+    return float(chosen[0]), float(chosen[1]), int(top), len(distinct) > 1
+
+
+def _frame(timeline: pd.DataFrame, kind: Kind, columns: list[str]) -> pd.DataFrame:
+    return timeline.loc[timeline["kind"] == kind.value, columns]
+
+
+def _ns(series: pd.Series) -> np.ndarray:
+    return series.astype("int64").to_numpy().astype("float64")
+
+
+def _second_resolution(times: pd.Series) -> bool:
+    ns = times.dropna().astype("int64")
+    return bool(len(ns)) and bool((ns % NS == 0).all())
+
+
+def checkpoint_offset(timeline: pd.DataFrame) -> ClockOffset | None:
+    """Checkpoints vs spans: the checkpoint holding a tool result is written just after the tool
+    span that produced it ended; without tool call ids on the spans, the checkpoint holding a
+    tool call is written just before the first tool span of that thread, tool and arguments
+    starts. Only corrected when the disagreement is clear (> 0.5 s)."""
+    results = _frame(timeline, Kind.TOOL_RESULT, ["tool_call_id", "at"]
+                     ).drop_duplicates("tool_call_id")
+    spans = _frame(timeline, Kind.TOOL_SPAN, ["tool_call_id", "at", "end", "thread_id",
+                                              "tool_name", "args_fingerprint"])
+    diffs = np.empty(0)
+    basis = ""
+    ended = spans[spans["end"].notna() & spans["tool_call_id"].notna()]
+    if not results.empty and not ended.empty:
+        last = ended.sort_values("end").drop_duplicates("tool_call_id", keep="last")
+        pairs = results[["tool_call_id", "at"]].merge(last[["tool_call_id", "end"]],
+                                                      on="tool_call_id")
+        diffs = (_ns(pairs["at"]) - _ns(pairs["end"])) / NS
+        basis = "checkpoint with a tool result vs. the end of that tool's span"
+    if not len(diffs):
+        intent = ["thread_id", "tool_name", "args_fingerprint"]
+        calls = _frame(timeline, Kind.TOOL_CALL, ["at", *intent]).dropna(subset=intent)
+        firsts = spans.dropna(subset=intent).sort_values("at")
+        if not calls.empty and not firsts.empty:
+            calls = calls.sort_values("at").rename(columns={"at": "call_at"})
+            firsts = firsts.rename(columns={"at": "span_at"})[["span_at", *intent]]
+            # each call with the first span of that intent starting after it (on either
+            # clock: search a minute around); each span once
+            pairs = pd.merge_asof(calls, firsts.sort_values("span_at"), left_on="call_at",
+                                  right_on="span_at", by=intent, direction="nearest",
+                                  tolerance=pd.Timedelta(seconds=60)).dropna(
+                subset=["span_at"]).drop_duplicates("span_at")
+            diffs = (_ns(pairs["call_at"]) - _ns(pairs["span_at"])) / NS
+            basis = ("checkpoint with a tool call vs. the start of the tool span with that "
+                     "thread, tool and arguments")
+    if not len(diffs):
+        return None
+    offset = float(np.median(diffs))
+    if abs(offset) <= 0.5:
+        return None
+    return ClockOffset("checkpoints", round(offset, 3), len(diffs), basis,
+                       low=round(float(np.min(diffs)), 3), high=round(float(np.max(diffs)), 3),
+                       thin=len(diffs) < THIN)
+
+
+def align(timeline: pd.DataFrame, attempts: pd.DataFrame, strong: pd.DataFrame
+          ) -> tuple[pd.DataFrame, list[ClockOffset], float]:
+    """(timeline with `at_aligned`, the offsets found, the provider's offset in seconds).
+
+    `attempts` are the provider attempts on the provider's clock (`at_raw`); `strong` their
+    pairs with the HTTP spans that carried their request id or key (`span_at`)."""
+    kind = timeline["kind"]
+    has_spans = bool(kind.isin([Kind.TOOL_SPAN.value, Kind.HTTP_SPAN.value]).any())
+    has_checkpoints = bool((timeline["source"] == "checkpoints").any())
+    reference = "spans" if has_spans else "checkpoints"
+    offsets: list[ClockOffset] = []
+    aligned = timeline.copy(deep=False)  # copy-on-write: only the column set below is copied
+    if has_spans and has_checkpoints:
+        ck = checkpoint_offset(timeline)
+        if ck is not None:
+            offsets.append(ck)
+            rows = aligned["source"] == "checkpoints"
+            aligned.loc[rows, "at_aligned"] = (
+                aligned.loc[rows, "at"] - pd.to_timedelta(ck.seconds, unit="s"))
+    provider = None
+    if has_spans or has_checkpoints:
+        provider = _provider_offset(attempts, strong, aligned, reference)
+    seconds = 0.0
+    if provider is not None:
+        offsets.append(provider)
+        seconds = provider.seconds
+        rows = kind.isin([Kind.PROVIDER_EVENT.value, Kind.PROVIDER_REQUEST.value])
+        aligned.loc[rows, "at_aligned"] = (
+            aligned.loc[rows, "at"] - pd.to_timedelta(seconds, unit="s"))
+    return aligned, offsets, seconds
+
+
+def _provider_offset(attempts: pd.DataFrame, strong: pd.DataFrame, aligned: pd.DataFrame,
+                     reference: str) -> ClockOffset | None:
+    if attempts.empty:
+        return None
+    half = 0.5 * NS if _second_resolution(attempts["at_raw"]) else 0.0
+    if len(strong):
+        # the provider logged the request while the client span was open, just after it began
+        span_start = pd.to_datetime(strong["span_at"], utc=True)
+        prov = attempts.loc[strong.index, "at_raw"]
+        diffs = (_ns(prov) + half - _ns(span_start)) / NS
+        return ClockOffset("provider", round(float(np.median(diffs)), 3), len(diffs),
+                           "provider request time vs. the HTTP client span that sent it "
+                           "(its request id or key)", reference,
+                           round(float(np.min(diffs)), 3), round(float(np.max(diffs)), 3),
+                           thin=len(diffs) < THIN)
+    return _voted_offset(attempts, aligned, reference, 2 * half / NS)
+
+
+def _sample(attempts: pd.DataFrame) -> pd.DataFrame:
+    usable = attempts[attempts["initiator"].ne("automatic").fillna(True)]
+    if len(usable) <= SAMPLE:
+        return usable
+    picks = np.linspace(0, len(usable) - 1, SAMPLE).round().astype(int)
+    return usable.sort_values("at_raw").iloc[np.unique(picks)]
+
+
+def _intervals(att: pd.DataFrame, windows: pd.DataFrame, resolution: float, *,
+               around: tuple[float, float] = (-MAX_OFFSET_S, MAX_OFFSET_S),
+               content: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(attempt position, lowest, highest offset) for which an attempt's provider time falls
+    inside a window (provider time - offset within [start, end]), offsets within `around`."""
+    from twice.link import agree
+
+    t = _ns(att["at_raw"]) / NS
+    starts = windows["start"].to_numpy(dtype="float64") / NS
+    ends = windows["end"].to_numpy(dtype="float64") / NS
+    lo_off, hi_off = around
+    q, w = stab(t, starts + lo_off, ends + hi_off + resolution, _SLACK_S)
+    if content and len(q):
+        ok = agree(att.iloc[q].reset_index(drop=True), windows.iloc[w].reset_index(drop=True))
+        q, w = q[ok], w[ok]
+    low = np.maximum(t[q] - ends[w] - _SLACK_S, lo_off)
+    high = np.minimum(t[q] + resolution - starts[w] + _SLACK_S, hi_off)
+    keep = low <= high
+    return q[keep], low[keep], high[keep]
+
+
+def _voted_offset(attempts: pd.DataFrame, aligned: pd.DataFrame, reference: str,
+                  resolution: float) -> ClockOffset | None:
+    from twice.link import _http_spans, tool_windows
+
+    att = _sample(attempts).reset_index(drop=True)
+    if att.empty:
+        return None
+    spans, calls = tool_windows(aligned)
+    http = _http_spans(aligned)
+    http = http[http["end"].notna()]
+    http_windows = pd.DataFrame({
+        "start": _ns(http["at"]),
+        "end": _ns(http["end"]), "subject": http["subject"].to_numpy(),
+        "amount": http["amount"].to_numpy(), "currency": http["currency"].to_numpy()})
+    told = [f[f["subject"].notna() & np.isfinite(f["end"])] for f in (spans, calls)]
+    told.append(http_windows[http_windows["subject"].notna()])
+    windows = pd.concat([f[["start", "end", "subject", "amount", "currency"]] for f in told
+                         if not f.empty], ignore_index=True) if any(len(f) for f in told) \
+        else pd.DataFrame()
+    basis = "provider requests inside the tool spans / tool calls that asked for the same " \
+            "customer, amount and currency"
+    found = None
+    if not windows.empty:
+        found = best_offset(*_intervals(att, windows, resolution))
+    blind = http_windows[http_windows["subject"].isna()]
+    if not blind.empty:
+        # the client spans, inside the range the tool windows allow (or anywhere, without
+        # them): short windows, so a precise offset when most requests have theirs
+        around = (-MAX_OFFSET_S, MAX_OFFSET_S) if found is None else \
+            (found[0] - 1.0, found[1] + 1.0)
+        refined = best_offset(*_intervals(att, blind, resolution, around=around,
+                                          content=False))
+        if refined is not None and (found is None or refined[2] * 2 >= found[2]):
+            found = refined
+            basis = "provider requests inside HTTP client spans (POST), " + (
+                "within the offsets the tool windows allow" if not windows.empty else
+                "by time alone: no tool window said what it charged")
+    if found is None:
+        return ClockOffset("provider", 0.0, 0, "no agent-side window to compare the "
+                           "provider's times with: not corrected", reference, thin=True)
+    low, high, support, tie = found
+    seconds = (low + high) / 2
+    return ClockOffset("provider", round(seconds, 3), support, basis, reference,
+                       round(low, 3), round(high, 3),
+                       thin=support < THIN or tie)
