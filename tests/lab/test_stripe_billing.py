@@ -6,8 +6,10 @@ Real stripe-python over loopback HTTP; time frozen with time-machine (no sleeps)
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ import requests
 import stripe
 import time_machine
 
+from lab.clock import VirtualClock
 from lab.stripe_server import StripeServer
 from lab.stripe_wire import API_VERSION, LEGACY_API_VERSION, version_at_least
 from tests.lab.conftest import KEY, make_client
@@ -155,6 +158,28 @@ def test_declined_renewal_leaves_the_invoice_open_and_the_subscription_past_due(
     assert types(server.events)[-2:] == ["customer.updated", "customer.subscription.updated"]
     assert server.subscriptions[sub_id]["status"] == "active"
     assert server.customers["cus_bob"]["delinquent"] is False
+
+
+def test_a_dashboard_edit_during_the_draft_hour_lands_between_the_renewal_steps(
+    server: StripeServer, tmp_path: Path
+) -> None:
+    """Under the lab's ticking VirtualClock: the export orders by `created`, not by emission."""
+    with VirtualClock(T0) as clock:
+        made = server.renew(server.add_subscription("cus_ada", 2000))  # emits all its steps now
+        clock.advance(600)  # ten minutes into the draft hour, someone edits the customer
+        make_client(server.url).v1.customers.update("cus_ada", params={"email": "a@b.example"})
+    listing = server.write_events(tmp_path / "events.json").read_text()
+    listed = [(e["type"], e["created"]) for e in reversed(json.loads(listing)["data"])]
+    kinds = [kind for kind, _ in listed]
+    assert kinds[:3] == ["invoice.created", "customer.subscription.updated", "customer.updated"]
+    assert kinds[3] == "payment_intent.created"
+    boundary, edit, finalized = listed[0][1], listed[2][1], listed[3][1]
+    assert 600 <= edit - boundary < 660 and finalized - boundary == 3600
+    edit_request = server.requests[-1]
+    assert [e["request"]["id"] for e in server.events if e["type"] == "customer.updated"] == [
+        edit_request.request_id
+    ]
+    assert made["invoice"] in server.invoices
 
 
 # -- API: subscriptions, customers, invoices --------------------------------------------------
