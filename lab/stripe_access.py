@@ -9,6 +9,11 @@ when the endpoint ran; a later request with the same key and the same parameters
 other parameters or another endpoint is a 400 `idempotency_error`; a request arriving while the
 first is still executing is a 409; keys are pruned after 24 h (of `time.time()`, so a virtual
 clock can expire them).
+
+A lab run may move the virtual clock backwards (runs that overlap in virtual time). A key is then
+kept while it is younger than 24 h at the request's time, and a key stored "later" than the
+request (a negative age) is kept and found: retention counts forward from the key's first use
+only, so going back in time never expires a key nor fails.
 """
 
 from __future__ import annotations
@@ -100,6 +105,7 @@ class IdempotencyKeys:
         Raises the `idempotency_error` Stripe answers for a conflicting reuse.
         """
         with self._lock:
+            # Only keys older than the retention go; a negative age (clock moved back) keeps them.
             for old in [k for k, s in self._stored.items() if now - s.created > self.retention]:
                 del self._stored[old]
             stored = self._stored.get(key)

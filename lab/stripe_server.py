@@ -16,9 +16,17 @@ It answers like Stripe does where a duplicate investigation looks:
 
 Timestamps are `time.time() + clock_offset` when the request is handled.
 
-Modules: `stripe_wire` (ids, form bodies, errors, lists), `stripe_access` (API keys, idempotency
-keys), `stripe_state` (objects and events), `stripe_logs` (export writers), this one (HTTP,
-faults, the request log).
+API versions: the account's `api_version` (default: the one stripe-python 16.1 pins) shapes every
+event's `data`; an answer is shaped by the request's `Stripe-Version` (the SDK always sends its
+pinned one), else the account's. So a `2024-06-20` account driven by stripe-python 16 gets basil+
+answers but pre-basil events, as on Stripe.
+
+Automatic flows (`renew`) make events with `request.id` null and no request-log row: no API
+request happened.
+
+Modules: `stripe_wire` (ids, form bodies, errors, lists, versions), `stripe_access` (API keys,
+idempotency keys), `stripe_state` (objects and events), `stripe_billing` (subscriptions,
+invoices, renewals), `stripe_logs` (export writers), this one (HTTP, faults, the request log).
 """
 
 from __future__ import annotations
@@ -36,9 +44,18 @@ from urllib.parse import urlsplit
 
 from lab.loopback import LoopbackServer, LoopbackService
 from lab.stripe_access import IdempotencyKeys, StoredResponse, authenticate, mask_key
-from lab.stripe_logs import write_events, write_logs_tail, write_request_log
+from lab.stripe_billing import FINALIZE_AFTER_SECONDS
+from lab.stripe_logs import Precision, write_events, write_logs_tail, write_request_log
 from lab.stripe_state import StripeState
-from lab.stripe_wire import API_VERSION, ApiError, CallContext, IdFactory, JsonObject, parse_form
+from lab.stripe_wire import (
+    API_VERSION,
+    ApiError,
+    CallContext,
+    IdFactory,
+    JsonObject,
+    parse_form,
+    render,
+)
 
 __all__ = ["Fault", "FaultKind", "RequestRecord", "StripeServer", "mask_key"]
 
@@ -143,11 +160,13 @@ class StripeServer(LoopbackService):
         clock_offset: float = 0.0,
         customers: list[str] | dict[str, JsonObject] | None = None,
         faults: list[Fault] | None = None,
+        api_version: str = API_VERSION,
     ) -> None:
         self.api_keys = dict(api_keys or {"sk_test_twice": "full"})
         self.clock_offset = clock_offset
+        self.api_version = api_version
         self.ids = IdFactory(seed)
-        self.state = StripeState(self.ids)
+        self.state = StripeState(self.ids, api_version)
         self.faults: list[Fault] = list(faults or [])
         self.requests: list[RequestRecord] = []
         self.idempotency_keys = IdempotencyKeys()
@@ -176,9 +195,69 @@ class StripeServer(LoopbackService):
         """Pre-create a customer (no event: it existed before the scenario)."""
         return self.state.add_customer(self.now(), customer_id, **fields)
 
+    def add_subscription(
+        self,
+        customer_id: str,
+        amount: int,
+        currency: str = "usd",
+        *,
+        payment_method: str = "pm_card_visa",
+        interval: str = "month",
+        **metadata: str,
+    ) -> str:
+        """An active subscription that existed before the scenario (no events); its id.
+
+        `amount` per `interval` (month or year); its current period ends now, so `renew` is due.
+        `metadata` becomes the subscription's (keys `payment_method`/`interval` are taken).
+        """
+        with self.state.lock:
+            subscription = self.state.billing.add_subscription(
+                self.now(),
+                customer_id,
+                amount,
+                currency,
+                payment_method=payment_method,
+                interval=interval,
+                metadata=metadata,
+            )
+        return str(subscription["id"])
+
+    def renew(
+        self,
+        subscription_id: str,
+        *,
+        declined: bool = False,
+        finalize_after: float = FINALIZE_AFTER_SECONDS,
+    ) -> dict[str, str]:
+        """Stripe's automatic renewal of a subscription, starting at `now()`: no API request.
+
+        Events at `now()`: `invoice.created`, `customer.subscription.updated`; at
+        `now() + finalize_after` (Stripe's one-hour draft window; 0 for all at once):
+        `payment_intent.created`, `invoice.updated`, `invoice.finalized`, then either
+        `charge.succeeded`, `payment_intent.succeeded`, `invoice.updated`, `invoice.paid`,
+        `invoice.payment_succeeded` (+ `invoice_payment.paid` from 2025-05-28) or, `declined`,
+        `charge.failed`, `payment_intent.payment_failed`, `invoice.updated`,
+        `invoice.payment_failed`, `customer.updated`, `customer.subscription.updated`. Every
+        `request` is `{"id": None, "idempotency_key": None}`. Returns the ids made: `invoice`,
+        `payment_intent`, `charge` (its id body is the intent's), `invoice_payment`,
+        `subscription`.
+        """
+        with self.state.lock:
+            return self.state.billing.renew(
+                self.now(), subscription_id, declined=declined, finalize_after=finalize_after
+            )
+
     @property
     def customers(self) -> dict[str, JsonObject]:
         return self.state.customers
+
+    @property
+    def subscriptions(self) -> dict[str, JsonObject]:
+        return self.state.billing.subscriptions
+
+    @property
+    def invoices(self) -> dict[str, JsonObject]:
+        return self.state.billing.invoices
 
     @property
     def charges(self) -> dict[str, JsonObject]:
@@ -198,8 +277,8 @@ class StripeServer(LoopbackService):
     def write_logs_tail(self, path: str | Path) -> Path:
         return write_logs_tail(self.requests, path)
 
-    def write_request_log(self, path: str | Path) -> Path:
-        return write_request_log(self.requests, path)
+    def write_request_log(self, path: str | Path, precision: Precision = "ms") -> Path:
+        return write_request_log(self.requests, path, precision=precision)
 
     # -- request handling -----------------------------------------------------------------
     def _handle(self, handler: _Handler) -> None:
@@ -213,7 +292,7 @@ class StripeServer(LoopbackService):
         headers = {k: v for k, v in handler.headers.items() if k.lower() != "authorization"}
         key = handler.headers.get("Idempotency-Key") or None
         attempt = handler.headers.get("x-envoy-attempt-count")
-        version = handler.headers.get("Stripe-Version") or API_VERSION
+        version = handler.headers.get("Stripe-Version") or self.api_version
         record: dict[str, Any] = {
             "request_id": request_id,
             "created": now,
@@ -265,7 +344,7 @@ class StripeServer(LoopbackService):
             record |= {"replayed": True, "original_request_id": replay.request_id}
         else:
             try:
-                answer = self._execute(method, path, query, body, request_id, key, now)
+                answer = self._execute(method, path, query, body, request_id, key, now, version)
             finally:
                 if method == "POST" and key:
                     self.idempotency_keys.release(key)
@@ -303,6 +382,7 @@ class StripeServer(LoopbackService):
         request_id: str,
         key: str | None,
         now: float,
+        version: str,
     ) -> _Answer:
         params = parse_form(body) if method == "POST" else parse_form(query)
         ctx = CallContext(request_id, key if method == "POST" else None, now)
@@ -311,6 +391,7 @@ class StripeServer(LoopbackService):
                 status, obj = 200, self._route(method, path, params, ctx)
             except ApiError as exc:
                 status, obj = exc.status, exc.body()
+            obj = render(obj, version)
             payload = _json_bytes(obj)
             if method == "POST" and key and (status < 400 or status == 402):
                 self.idempotency_keys.store(
@@ -334,11 +415,19 @@ class StripeServer(LoopbackService):
                 "charges": state.create_charge,
                 "payment_intents": state.create_payment_intent,
                 "refunds": state.create_refund,
+                "subscriptions": state.billing.create_subscription,
             }.get(collection)
             if create is not None:
                 return create(ctx, params)
-        if method == "POST" and collection == "payment_intents" and rest[1:] == ["confirm"]:
-            return state.confirm_payment_intent(ctx, rest[0], params)
+        if method == "POST" and collection == "customers" and len(rest) == 1:
+            return state.update_customer(ctx, rest[0], params)
+        action = {
+            ("payment_intents", "confirm"): state.confirm_payment_intent,
+            ("invoices", "send"): state.billing.send_invoice,
+            ("invoices", "void"): state.billing.void_invoice,
+        }.get((collection, rest[1]) if method == "POST" and len(rest) == 2 else ("", ""))
+        if action is not None:
+            return action(ctx, rest[0], params)
         raise ApiError(404, f"Unrecognized request URL ({method}: {path}).")
 
     def _fault_answer(self, fault: Fault, headers: dict[str, str]) -> _Answer:

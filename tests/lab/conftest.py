@@ -7,9 +7,12 @@ import pytest
 import stripe
 
 from lab.stripe_server import StripeServer
+from lab.stripe_wire import API_VERSION, LEGACY_API_VERSION
 
 KEY = "sk_test_twice"
 READ_ONLY_KEY = "rk_test_readonly"
+# The account versions the lab shapes: pre-basil (references on charge/intent/invoice) and current.
+API_VERSIONS = [LEGACY_API_VERSION, API_VERSION]
 
 ClientFactory = Callable[..., stripe.StripeClient]
 
@@ -25,6 +28,13 @@ def make_client(url: str, key: str = KEY, retries: int = 0, **kwargs: Any) -> st
     return stripe.StripeClient(
         key, base_addresses={"api": url}, max_network_retries=retries, **kwargs
     )
+
+
+@pytest.fixture(params=API_VERSIONS)
+def versioned_server(request: pytest.FixtureRequest) -> Iterator[StripeServer]:
+    """A lab account at each API version in turn (`server.api_version` says which)."""
+    with StripeServer(api_keys={KEY: "full"}, seed=11, api_version=request.param) as srv:
+        yield srv
 
 
 @pytest.fixture

@@ -393,3 +393,90 @@ def test_stopped_server_stops_answering_kept_alive_connections() -> None:
     server.stop()
     with pytest.raises(requests.ConnectionError):
         session.get(f"{url}/v1/events", auth=(KEY, ""), timeout=2)
+
+
+def test_exports_and_lists_are_in_created_order_after_the_clock_moves_backwards(
+    server: StripeServer, client: ClientFactory, tmp_path: Path
+) -> None:
+    """Runs that overlap in virtual time (the clock moved back between them) interleave."""
+    sdk = client()
+    noon = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    t0 = int(noon.timestamp())
+    with time_machine.travel(noon, tick=False) as traveller:
+        sdk.v1.charges.create(params={"amount": 101, "currency": "usd"})  # run A, 12:00:00
+        sdk.v1.charges.create(params={"amount": 102, "currency": "usd"})  # same second
+        traveller.move_to(noon - timedelta(hours=1))
+        sdk.v1.charges.create(params={"amount": 201, "currency": "usd"})  # run B, 11:00:00
+        traveller.move_to(noon - timedelta(minutes=30))
+        sdk.v1.payment_intents.create(  # run C, 11:30:00: three events in one second
+            params={"amount": 301, "currency": "usd", "confirm": True,
+                    "payment_method": "pm_card_visa"}
+        )
+        traveller.move_to(noon + timedelta(seconds=1))
+        sdk.v1.charges.create(params={"amount": 401, "currency": "usd"})  # run A again
+
+    listing = json.loads(server.write_events(tmp_path / "events.json").read_text())
+    order = [(e["created"] - t0, e["type"], e["data"]["object"]["amount"]) for e in listing["data"]]
+    assert order == [
+        (1, "charge.succeeded", 401),
+        (0, "charge.succeeded", 102),  # one second: the later emitted first, as Stripe lists
+        (0, "charge.succeeded", 101),
+        (-1800, "payment_intent.succeeded", 301),
+        (-1800, "charge.succeeded", 301),
+        (-1800, "payment_intent.created", 301),
+        (-3600, "charge.succeeded", 201),
+    ]
+    listed = requests.get(
+        f"{server.url}/v1/events?limit=100", headers={"Authorization": f"Bearer {KEY}"}, timeout=5
+    ).json()
+    assert listed == listing
+    paged = list(sdk.v1.events.list(params={"limit": 2}).auto_paging_iter())
+    assert [e.id for e in paged] == [e["id"] for e in listing["data"]]
+    assert [c.amount for c in sdk.v1.charges.list().data] == [401, 102, 101, 301, 201]
+
+    tail = [json.loads(line) for line in server.write_logs_tail(tmp_path / "tail.jsonl").open()]
+    created = [t["created_at"] - t0 for t in tail]
+    assert created[:5] == [-3600, -1800, 0, 0, 1]
+    assert created == sorted(created)  # the GETs above ran later, on the real clock
+    assert [t["request_id"] for t in tail[2:4]] == [r.request_id for r in server.requests[:2]]
+    with server.write_request_log(tmp_path / "requests.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["created"][11:23] for r in rows[:5]] == [
+        "11:00:00.000", "11:30:00.000", "12:00:00.000", "12:00:00.000", "12:00:01.000"]
+
+
+def test_request_log_in_whole_seconds_truncates_like_a_dashboard(
+    server: StripeServer, client: ClientFactory, tmp_path: Path
+) -> None:
+    with time_machine.travel(datetime(2026, 3, 1, 12, 0, 5, 987000, tzinfo=UTC), tick=False):
+        client().v1.charges.create(params=CHARGE)
+    with server.write_request_log(tmp_path / "s.csv", precision="s").open(newline="") as fh:
+        seconds = list(csv.DictReader(fh))
+    with server.write_request_log(tmp_path / "ms.csv").open(newline="") as fh:
+        millis = list(csv.DictReader(fh))
+    assert seconds[0]["created"] == "2026-03-01T12:00:05Z"
+    assert millis[0]["created"] == "2026-03-01T12:00:05.987Z"
+    assert {k: v for k, v in seconds[0].items() if k != "created"} == {
+        k: v for k, v in millis[0].items() if k != "created"
+    }
+    with pytest.raises(ValueError):
+        server.write_request_log(tmp_path / "x.csv", precision="us")  # type: ignore[arg-type]
+
+
+def test_idempotency_keys_survive_the_clock_moving_backwards(
+    server: StripeServer, client: ClientFactory
+) -> None:
+    sdk = client()
+    noon = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    with time_machine.travel(noon, tick=False) as traveller:
+        first = sdk.v1.charges.create(params=CHARGE, options={"idempotency_key": "k-later"})
+        traveller.move_to(noon - timedelta(hours=5))  # a run that starts "earlier"
+        again = sdk.v1.charges.create(params=CHARGE, options={"idempotency_key": "k-later"})
+        assert again.id == first.id and server.requests[-1].replayed
+        traveller.move_to(noon + timedelta(hours=23, minutes=59))
+        sdk.v1.charges.create(params=CHARGE, options={"idempotency_key": "k-later"})
+        assert server.requests[-1].replayed  # still inside 24 h of its first use
+        traveller.move_to(noon + timedelta(hours=24, seconds=1))
+        fresh = sdk.v1.charges.create(params=CHARGE, options={"idempotency_key": "k-later"})
+    assert fresh.id != first.id and not server.requests[-1].replayed
+    assert len(server.charges) == 2
