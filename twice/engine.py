@@ -13,21 +13,20 @@ import pandas as pd
 from twice.attempts import ATTEMPT_COLUMNS, normalize, provider_attempts
 from twice.findings import findings_for
 from twice.grouping import group_attempts
-from twice.layers import Bands, Layer
+from twice.layers import BY_SEVERITY, Bands, Layer
 from twice.link import ClockOffset, link
 from twice.timeline import Kind, SourceWarning
 from twice.verdict import Attempt, Context, Duplicate, Finding, judge
 
 # How bad a layer is to have found, for "worst layer" summaries (unprotected first).
-LAYER_ORDER = [Layer.REDELIVERY, Layer.STEP_RETRY, Layer.MODEL_REEMISSION, Layer.GATEWAY_RETRY,
-               Layer.SDK_RETRY, Layer.UNKNOWN]
+LAYER_ORDER = list(BY_SEVERITY)
 
 
 @dataclass(frozen=True)
 class Options:
     bands: Bands = field(default_factory=Bands)
     window_s: float = 900.0  # same subject + amount inside this window = one logical call
-    tolerance_s: float = 2.0  # clock error allowed when matching times across sources
+    tolerance_s: float = 2.0  # the most clock error allowed when matching times across sources
 
 
 @dataclass
@@ -96,6 +95,20 @@ def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
         "at", ignore_index=True)
 
 
+def _duplicates(records: list[Attempt], ctx: Context) -> list[Duplicate]:
+    """Each attempt judged against the latest earlier one that may have made the effect. One
+    the provider refused (a declined card, a 4xx) made nothing, so the repeat after it was the
+    right thing to do: it is no duplicate of it."""
+    out: list[Duplicate] = []
+    last: Attempt | None = None
+    for record in records:
+        if last is not None:
+            out.append(judge(last, record, ctx))
+        if record["effect"] != "failed":
+            last = record
+    return out
+
+
 def _group_id(attempt_ids: Sequence[str]) -> str:
     return "g_" + hashlib.sha256("|".join(sorted(attempt_ids)).encode()).hexdigest()[:10]
 
@@ -135,7 +148,10 @@ def analyze(timeline: pd.DataFrame, warnings: Sequence[SourceWarning] = (),
             continue
         records = all_records[start:end]
         gid = str(records[0]["group_id"])
-        dups = [judge(records[i - 1], records[i], ctx) for i in range(1, len(records))]
+        dups = _duplicates(records, ctx)
+        if not dups:  # only refused attempts before one that made the effect: no duplicate
+            attempts.loc[attempts["group_id"] == gid, "group_id"] = None
+            continue
         calls = list(dict.fromkeys(str(r["tool_call_id"]) for r in records
                                    if isinstance(r["tool_call_id"], str)))
         names = [str(tool_names[c]) for c in calls if c in tool_names.index]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from twice.layers import DERIVED_KEY_FIX, FIXES, Band, Layer
+from twice.layers import DERIVED_KEY_FIX, LAYERS, REMEDIES, Band, Layer
 from twice.verdict import Attempt, Context, Duplicate, Finding
 
 SPAN_FIX = ("End tool spans on error too (handle on_tool_error / record the exception and end the "
@@ -51,7 +51,7 @@ def findings_for(attempts: list[Attempt], duplicates: list[Duplicate], ctx: Cont
                 f"tool call {call} reached the provider with "
                 f"{len({k for k in keys if _str(k)})} different keys ({_ids(keys, 3)}): each "
                 "re-execution made a new one",
-                DERIVED_KEY_FIX[0].upper() + DERIVED_KEY_FIX[1:] + "."))
+                REMEDIES["derived_key"].text))
 
     derived = [a["attempt_id"] for a in attempts if a["key_derived"]]
     if derived:
@@ -99,7 +99,7 @@ def findings_for(attempts: list[Attempt], duplicates: list[Duplicate], ctx: Cont
                 f"tool call {call} told the model '{r['outcome']}' "
                 f"(\"{str(r['detail'] or '')[:100]}\") but the provider created "
                 f"{_ids(created)}: a timed-out create has an unknown outcome",
-                FIXES[Layer.MODEL_REEMISSION]))
+                LAYERS[Layer.MODEL_REEMISSION].fix))
     return out
 
 

@@ -2,8 +2,10 @@
 
 Two attempts are one logical call when they share a tool_call_id, an idempotency key, or when
 the model asked again for the same tool with the same arguments right after a result that
-reported failure (a different tool_call_id, same intent). Attempts no agent-side evidence speaks
-for fall back to the same subject + amount + currency + object type inside a window.
+reported failure (a different tool_call_id, same intent). An attempt no agent-side evidence
+speaks for joins the ONE attempt nearest in time with the same subject, amount, currency and
+object type inside a window (joining both neighbours would chain two separate calls through
+it); the provider's own flows (renewals) never join by resemblance.
 """
 
 from __future__ import annotations
@@ -100,24 +102,42 @@ def group_attempts(attempts: pd.DataFrame, timeline: pd.DataFrame,
         edges.append(np.column_stack([earlier[both].to_numpy(dtype=np.intp),
                                       later[both].to_numpy(dtype=np.intp)]))
 
-    # attempts no tool call speaks for: same subject, amount, currency and object inside a window
-    if df["tool_call_id"].isna().any():
-        key = ["subject", "amount", "currency", "object_type"]
-        cand = df[[*key, "at", "tool_call_id", "_pos"]].dropna(subset=["subject", "amount"])
-        cand["currency"] = cand["currency"].fillna("")
-        cand["object_type"] = cand["object_type"].fillna("")
-        cand = cand.sort_values([*key, "at"], kind="stable")
-        same = np.ones(max(len(cand) - 1, 0), dtype=bool)
-        for col in key:
-            v = cand[col].astype(str).to_numpy()
-            same &= v[1:] == v[:-1]
-        t = cand["at"].astype("int64").to_numpy()
-        close = (t[1:] - t[:-1]) <= window_s * 1e9
-        tc = cand["tool_call_id"].to_numpy()
-        one_unlinked = pd.isna(tc[1:]) | pd.isna(tc[:-1])
-        pos = cand["_pos"].to_numpy()
-        ok = same & close & one_unlinked
-        edges.append(np.column_stack([pos[:-1][ok], pos[1:][ok]]))
+    edges.append(_unlinked_edges(df, window_s))
 
     labels = components(n, np.concatenate([e.reshape(-1, 2) for e in edges]).astype(np.intp))
     return pd.Series(labels, index=attempts.index)
+
+
+def _unlinked_edges(df: pd.DataFrame, window_s: float) -> np.ndarray:
+    """Edges from each attempt without a tool call to its nearest look-alike (same subject,
+    amount, currency, object type, and no other thread), within `window_s`."""
+    key = ["subject", "amount", "currency", "object_type"]
+    if not df["tool_call_id"].isna().any():
+        return np.empty((0, 2), dtype=np.intp)
+    auto = df["initiator"].eq("automatic").fillna(False) if "initiator" in df else False
+    cand = df.loc[~auto, [*key, "at", "tool_call_id", "thread_id", "_pos"]].dropna(
+        subset=["subject", "amount"])
+    if len(cand) < 2:
+        return np.empty((0, 2), dtype=np.intp)
+    cand = cand.assign(currency=cand["currency"].fillna(""),
+                       object_type=cand["object_type"].fillna(""))
+    cand = cand.sort_values([*key, "at"], kind="stable")
+    same = np.ones(len(cand) - 1, dtype=bool)
+    for col in key:
+        v = cand[col].astype(str).to_numpy()
+        same &= v[1:] == v[:-1]
+    th = cand["thread_id"].to_numpy(dtype=object)
+    same &= pd.isna(th[1:]) | pd.isna(th[:-1]) | (th[1:] == th[:-1])
+    t = cand["at"].astype("int64").to_numpy().astype("float64")
+    gap = np.where(same, t[1:] - t[:-1], np.inf)
+    gap[gap > window_s * 1e9] = np.inf
+    before = np.concatenate([[np.inf], gap])  # to the previous look-alike
+    after = np.concatenate([gap, [np.inf]])  # to the next one
+    pos = cand["_pos"].to_numpy()
+    unlinked = pd.isna(cand["tool_call_id"].to_numpy())
+    pick_before = unlinked & np.isfinite(before) & (before <= after)
+    pick_after = unlinked & np.isfinite(after) & (after < before)
+    i_before = np.flatnonzero(pick_before)
+    i_after = np.flatnonzero(pick_after)
+    return np.concatenate([np.column_stack([pos[i_before - 1], pos[i_before]]),
+                           np.column_stack([pos[i_after], pos[i_after + 1]])]).astype(np.intp)

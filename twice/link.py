@@ -100,7 +100,7 @@ def _match_by(attempts: pd.DataFrame, spans: pd.DataFrame, column: str) -> pd.Da
 
 _HTTP_COLS = ["span_id", "at", "end", "parent_span_id", "tool_span_id", "tool_call_id",
               "thread_id", "resend_count", "proxy_attempt", "worker", "subject", "amount",
-              "currency", "content"]
+              "currency", "content", "trace_id"]
 
 
 def _http_spans(timeline: pd.DataFrame) -> pd.DataFrame:
@@ -108,7 +108,8 @@ def _http_spans(timeline: pd.DataFrame) -> pd.DataFrame:
     (when the instrumentation nests them)."""
     http = _frame(timeline, Kind.HTTP_SPAN, [
         "span_id", "at", "end", "parent_span_id", "tool_call_id", "thread_id", "resend_count",
-        "proxy_attempt", "worker", "request_id", "idempotency_key", "method", "path"])
+        "proxy_attempt", "worker", "request_id", "idempotency_key", "method", "path",
+        "trace_id"])
     tools = _frame(timeline, Kind.TOOL_SPAN,
                    ["span_id", "subject", "amount", "currency", "tool_call_id", "thread_id"])
     http = http.merge(tools.rename(columns=lambda c: f"tool_{c}"),
@@ -120,15 +121,17 @@ def _http_spans(timeline: pd.DataFrame) -> pd.DataFrame:
         currency=http["tool_currency"],
     )
     http["content"] = _known(http) > 0
+    # a span's trace says which run it belongs to only when it is nested in that run (HTTP
+    # client spans made outside the agent's context are each a trace of their own)
+    http["trace_id"] = http["trace_id"].where(http["parent_span_id"].notna())
     return http
 
 
 def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.0
          ) -> tuple[pd.DataFrame, pd.DataFrame, list[ClockOffset]]:
     """Return (attempts with agent-side links, timeline with at_aligned, clock offsets)."""
-    tol_ns = int(tolerance_s * NS)
     att = attempts.copy()
-    for col in ["http_span_id", "tool_span_id", "link", "worker"]:
+    for col in ["http_span_id", "tool_span_id", "link", "worker", "trace_id"]:
         att[col] = pd.Series([None] * len(att), index=att.index, dtype=object)
     att["resend_count"] = pd.Series([pd.NA] * len(att), index=att.index, dtype="Int64")
     att["proxy_attempt"] = pd.Series([pd.NA] * len(att), index=att.index, dtype="Int64")
@@ -151,14 +154,16 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
     # 2. the clocks: every source's offset from the evidence as a whole
     aligned, offsets, provider_offset = align(timeline, att, strong)
     att["at"] = att["at_raw"] - pd.to_timedelta(provider_offset, unit="s")
+    tol_ns = int(_tolerance(offsets, tolerance_s) * NS)
+    res_ns = NS if _whole_seconds(att["at_raw"]) else 0
 
     _apply_http(att, strong, http, trusted=True)
     _link_derived_keys(att, timeline)
 
     # 3. windows, after alignment
-    _link_http_windows(att, http, tol_ns)
-    _link_tool_windows(att, aligned, tol_ns)
-    _bundle_resends(att, http, tol_ns)
+    _link_http_windows(att, http, tol_ns, res_ns)
+    _link_tool_windows(att, aligned, tol_ns, res_ns)
+    _bundle_resends(att, http, tol_ns, res_ns)
 
     # An attempt linked to an HTTP span it alone used takes the span's finer-grained start.
     solo = att["http_span_id"].notna() & ~att["http_span_id"].duplicated(keep=False)
@@ -168,6 +173,21 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
         att.loc[solo, "time_basis"] = "http_span"
     att["at"] = pd.to_datetime(att["at"], utc=True)
     return att.sort_values(["at", "attempt_id"], ignore_index=True), aligned, offsets
+
+
+def _tolerance(offsets: list[ClockOffset], most: float) -> float:
+    """How far outside a window an attempt may fall: the uncertainty of the provider's offset
+    (half the range its evidence allows), at least half a second, at most `most`."""
+    provider = [o for o in offsets if o.source == "provider"]
+    spread = 0.0
+    if provider and provider[0].low is not None and provider[0].high is not None:
+        spread = (provider[0].high - provider[0].low) / 2
+    return min(max(0.5, spread), most)
+
+
+def _whole_seconds(times: pd.Series) -> bool:
+    ns = times.dropna().astype("int64")
+    return bool(len(ns)) and bool((ns % NS == 0).all())
 
 
 def _apply_http(att: pd.DataFrame, matched: pd.DataFrame, http: pd.DataFrame, *,
@@ -186,6 +206,8 @@ def _apply_http(att: pd.DataFrame, matched: pd.DataFrame, http: pd.DataFrame, *,
     sure = np.ones(len(matched), dtype=bool) if trusted else \
         matched["content"].astype(bool).to_numpy()
     att.loc[idx[sure], "worker"] = matched["worker"].to_numpy()[sure]
+    att.loc[idx, "trace_id"] = matched["trace_id"].astype(object).where(
+        matched["trace_id"].notna(), None).to_numpy()
     tool_span = matched["tool_span_id"].where(matched["tool_span_id"].notna(), None)
     att.loc[idx, "tool_span_id"] = tool_span.to_numpy()
     for col in ["tool_call_id", "thread_id"]:
@@ -194,10 +216,11 @@ def _apply_http(att: pd.DataFrame, matched: pd.DataFrame, http: pd.DataFrame, *,
 
 
 def _candidates(att: pd.DataFrame, need: pd.Series, windows: pd.DataFrame, tol_ns: int,
-                *, on: tuple[str, ...] = _CONTENT) -> pd.DataFrame:
+                res_ns: int = 0, *, on: tuple[str, ...] = _CONTENT) -> pd.DataFrame:
     """(attempt index, window position) pairs: the attempt's time inside the window (within the
-    tolerance), every field both know agreeing, never another thread or tool call than the
-    attempt already has. Columns: `_attempt`, `_window`, `_t`, `_start`, `_known`."""
+    tolerance; a provider time in whole seconds stands for its whole second), every field both
+    know agreeing, never another thread or tool call than the attempt already has. Columns:
+    `_attempt`, `_window`, `_t`, `_start`, `_known`."""
     # the provider's own flows are tied to a call by ids only, never by timing
     a = att[need & att["initiator"].ne("automatic").fillna(True)]
     if a.empty or windows.empty:
@@ -205,7 +228,12 @@ def _candidates(att: pd.DataFrame, need: pd.Series, windows: pd.DataFrame, tol_n
     t = _ns(a["at"])
     starts = windows["start"].to_numpy(dtype="float64")
     ends = windows["end"].to_numpy(dtype="float64")
-    qi, wj = stab(t, starts, ends, tol_ns)
+    # only times still on the provider's clock stand for a whole second
+    res = np.where(a["time_basis"].to_numpy() == "provider", res_ns, 0) if "time_basis" in a \
+        else np.zeros(len(a))
+    qi, wj = stab(t, starts - res_ns, ends, tol_ns)
+    keep = t[qi] + res[qi] >= starts[wj] - tol_ns
+    qi, wj = qi[keep], wj[keep]
     if not len(qi):
         return pd.DataFrame(columns=["_attempt", "_window", "_t", "_start", "_known"])
     left = a.iloc[qi].reset_index(names="_attempt")
@@ -220,7 +248,8 @@ def _candidates(att: pd.DataFrame, need: pd.Series, windows: pd.DataFrame, tol_n
     return pairs[ok]
 
 
-def _link_http_windows(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int) -> None:
+def _link_http_windows(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int,
+                       res_ns: int) -> None:
     """Attempts without an HTTP span: the POST span that was open when the provider logged the
     request, one to one (each span takes its closest attempt, each attempt its closest span;
     an attempt whose span is someone else's is left for `_bundle_resends`)."""
@@ -232,7 +261,7 @@ def _link_http_windows(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int) -> No
         start=_ns(post["at"]), end=_ns(post["end"].fillna(post["at"]))).reset_index(drop=True)
     taken = set(att["http_span_id"].dropna())
     windows = windows[~windows["span_id"].isin(list(taken))]
-    pairs = _candidates(att, need, windows.reset_index(drop=True), tol_ns,
+    pairs = _candidates(att, need, windows.reset_index(drop=True), tol_ns, res_ns,
                         on=(*_CONTENT, "path"))
     if pairs.empty:
         return
@@ -260,7 +289,7 @@ def _one_to_one(pairs: pd.DataFrame) -> pd.DataFrame:
     return pairs.iloc[keep]
 
 
-def _bundle_resends(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int) -> None:
+def _bundle_resends(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int, res_ns: int) -> None:
     """An attempt left without a client span, inside a span another attempt holds, and identical
     to it (the same key, or no key and the same effect and tool call): one client request that
     reached the provider twice, the fingerprint of a resend below the client."""
@@ -274,7 +303,7 @@ def _bundle_resends(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int) -> None:
         "start": _ns(spans["at"]), "end": _ns(spans["end"].fillna(spans["at"])),
         "_holder": held.index.to_numpy(), "span_id": held["http_span_id"].to_numpy(),
     })
-    pairs = _candidates(att, need, windows, tol_ns, on=())
+    pairs = _candidates(att, need, windows, tol_ns, res_ns, on=())
     if pairs.empty:
         return
     mine = att.loc[pairs["_attempt"]].reset_index(drop=True)
@@ -325,7 +354,8 @@ def tool_windows(aligned: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     effect fields the tool was asked for. A tool call's window runs from the checkpoint that
     holds it to the one that holds its result (open while no result was recorded)."""
     tools = _frame(aligned, Kind.TOOL_SPAN, ["at", "at_aligned", "end", *_CONTENT,
-                                             "tool_call_id", "thread_id", "span_id", "worker"])
+                                             "tool_call_id", "thread_id", "span_id", "worker",
+                                             "trace_id"])
     shift = _ns(tools["at_aligned"]) - _ns(tools["at"])
     spans = tools.assign(start=_ns(tools["at_aligned"]),
                          end=_ns(tools["end"].fillna(tools["at"])) + shift)
@@ -342,7 +372,8 @@ def tool_windows(aligned: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return spans.reset_index(drop=True), calls.reset_index(drop=True)
 
 
-def _link_tool_windows(att: pd.DataFrame, aligned: pd.DataFrame, tol_ns: int) -> None:
+def _link_tool_windows(att: pd.DataFrame, aligned: pd.DataFrame, tol_ns: int,
+                       res_ns: int) -> None:
     """Attempts still without a tool execution or tool call: the tool span, then the
     checkpointed tool call, that was open at that time and asked for the same effect; among
     several, the one that began last (a later call of the same customer opens after an earlier
@@ -350,18 +381,19 @@ def _link_tool_windows(att: pd.DataFrame, aligned: pd.DataFrame, tol_ns: int) ->
     spans, calls = tool_windows(aligned)
     need = att["tool_span_id"].isna()
     if need.any() and not spans.empty:
-        pairs = _pick(_candidates(att, need, spans, tol_ns))
+        pairs = _pick(_candidates(att, need, spans, tol_ns, res_ns))
         if not pairs.empty:
             found = spans.iloc[pairs["_window"].to_numpy()].set_index(
                 pd.Index(pairs["_attempt"].to_numpy()))
             idx = found.index
             att.loc[idx, "tool_span_id"] = found["span_id"].to_numpy()
-            have = att.loc[idx, "worker"]
-            att.loc[idx, "worker"] = have.where(have.notna(), found["worker"].to_numpy())
+            for col in ("worker", "trace_id"):
+                have = att.loc[idx, col]
+                att.loc[idx, col] = have.where(have.notna(), found[col].to_numpy())
             _fill(att, found, "tool_span_window")
     need = att["tool_call_id"].isna()
     if need.any() and not calls.empty:
-        pairs = _pick(_candidates(att, need, calls, tol_ns))
+        pairs = _pick(_candidates(att, need, calls, tol_ns, res_ns))
         if not pairs.empty:
             found = calls.iloc[pairs["_window"].to_numpy()].set_index(
                 pd.Index(pairs["_attempt"].to_numpy()))

@@ -52,6 +52,7 @@ def group_dict(group: Group) -> dict[str, Any]:
             "first": d.first, "second": d.second, "gap_seconds": d.gap_seconds,
             "band": str(d.band), "layer": str(d.layer), "confidence": d.confidence,
             "protected": d.protected, "evidence": list(d.evidence), "fix": d.fix,
+            "alternatives": [{"layer": str(a.layer), "why": a.why} for a in d.alternatives],
         } for d in group.duplicates],
         "findings": [{"code": f.code, "detail": f.detail, "fix": f.fix} for f in group.findings],
         "money_at_risk": group.money_at_risk(),
@@ -65,5 +66,6 @@ def to_contract(analysis: Analysis) -> dict[str, Any]:
         "groups": [group_dict(g) for g in analysis.groups],
         "warnings": [{"source": w.source, "detail": w.detail} for w in analysis.warnings],
         "clock_offsets": [{"source": o.source, "seconds": o.seconds, "pairs": o.pairs,
-                           "basis": o.basis} for o in analysis.offsets],
+                           "basis": o.basis, "reference": o.reference, "low": o.low,
+                           "high": o.high, "thin": o.thin} for o in analysis.offsets],
     }

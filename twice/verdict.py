@@ -1,18 +1,29 @@
-"""Name the layer behind each extra attempt, from its fingerprints first and its gap second."""
+"""Name the layer behind each extra attempt, from its fingerprints first and its gap second.
+
+The verdict is an ordered list of small named rules (`RULES`). Each looks at the facts about
+two consecutive attempts of one logical call (`Pair`) and either recognises a layer, with its
+confidence, the evidence that picked it and the other layers the evidence cannot rule out, or
+passes. The first rule that answers decides; the last one always answers from timing alone.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
 
 from twice.grouping import FAILED_OUTCOMES
-from twice.layers import FIXES, TYPICAL_BANDS, Band, Bands, Layer
+from twice.layers import LAYERS, Band, Bands, Layer, usual_suspects
 from twice.timeline import Kind
 
 Attempt = Mapping[str, Any]  # one attempt as a plain record (a row of Analysis.attempts)
+
+# A step retry's gap is at most a client timeout plus LangGraph's longest backoff (128 s):
+# below this, a minutes-long gap can still be the framework's retry after a slow timeout.
+STEP_RETRY_REACH_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -20,6 +31,14 @@ class Finding:
     code: str
     detail: str
     fix: str
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """A layer the evidence cannot rule out, and why."""
+
+    layer: Layer
+    why: str
 
 
 @dataclass(frozen=True)
@@ -33,6 +52,7 @@ class Duplicate:
     protected: bool
     evidence: tuple[str, ...]
     fix: str
+    alternatives: tuple[Alternative, ...] = ()
 
 
 @dataclass
@@ -45,6 +65,7 @@ class Context:
     tool_spans: pd.DataFrame  # tool spans by tool_call_id (span_id, worker, at_aligned, end)
     spans_loaded: bool
     bands: Bands = field(default_factory=Bands)
+    http_loaded: bool = False  # HTTP client spans were loaded
     # row positions per thread_id, built on first use: a verdict looks at one thread's rows
     _thread_rows: dict[str, dict[Any, Any]] = field(default_factory=dict, init=False, repr=False)
 
@@ -66,6 +87,7 @@ class Context:
             .set_index("tool_call_id").sort_index(),
             spans_loaded=bool((timeline["source"] == "spans").any()),
             bands=bands,
+            http_loaded=bool((kind == Kind.HTTP_SPAN.value).any()),
         )
 
     def spans_of(self, tool_call_id: str) -> pd.DataFrame:
@@ -105,142 +127,350 @@ def fmt_gap(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _redelivery(ctx: Context, thread: str | None, a: Attempt, b: Attempt) -> str | None:
-    """Evidence that a queue handed this thread's run out again between the two attempts."""
-    if thread is None or ctx.receives.empty:
-        return None
-    r = ctx.of_thread("receives", thread)
-    r = r[r["delivery_count"].fillna(0) > 1]
-    r = r[r["at_aligned"] <= b["at"] + pd.Timedelta(seconds=5)]
-    if r.empty:
-        return None
-    top = r.sort_values("delivery_count").iloc[-1]
-    where = f" to {top['worker']}" if _s(top["worker"]) else ""
-    return (f"the queue delivered thread {thread}'s run {int(top['delivery_count'])} times "
-            f"(delivery count {int(top['delivery_count'])}{where} at "
-            f"{top['at_aligned']:%H:%M:%S}): conclusive for redelivery")
+@dataclass(frozen=True)
+class Call:
+    """What a rule recognised: a layer, a base confidence, why, and what it cannot rule out."""
+
+    layer: Layer
+    confidence: float
+    evidence: tuple[str, ...]
+    alternatives: tuple[Alternative, ...] = ()
 
 
-def _workers(ctx: Context, thread: str | None, a: Attempt, b: Attempt
-             ) -> tuple[str, str] | None:
-    """Workers that ran the two attempts, from spans or from the checkpoints around them."""
-    wa, wb = _s(a.get("worker")), _s(b.get("worker"))
-    if (wa is None or wb is None) and thread is not None and not ctx.checkpoints.empty:
-        ck = ctx.of_thread("checkpoints", thread)
-        ck = ck[ck["worker"].notna()]
-        before = ck[ck["at_aligned"] <= a["at"]]
-        after = ck[ck["at_aligned"] >= b["at"]]
-        if wa is None and len(before):
-            wa = str(before.sort_values("at_aligned").iloc[-1]["worker"])
-        if wb is None and len(after):
-            wb = str(after.sort_values("at_aligned").iloc[0]["worker"])
-    if wa and wb and wa != wb:
-        return wa, wb
+@dataclass
+class Pair:
+    """The facts about attempt `b` following attempt `a` of one logical call."""
+
+    a: Attempt
+    b: Attempt
+    gap: float
+    ctx: Context
+
+    @property
+    def band(self) -> Band:
+        return self.ctx.bands.classify(self.gap)
+
+    @property
+    def call_a(self) -> str | None:
+        return _s(self.a["tool_call_id"])
+
+    @property
+    def call_b(self) -> str | None:
+        return _s(self.b["tool_call_id"])
+
+    @property
+    def same_call(self) -> bool:
+        return bool(self.call_a and self.call_a == self.call_b)
+
+    @property
+    def thread(self) -> str | None:
+        return _s(self.b["thread_id"]) or _s(self.a["thread_id"])
+
+    @property
+    def keys(self) -> tuple[str | None, str | None]:
+        return _s(self.a["idempotency_key"]), _s(self.b["idempotency_key"])
+
+    @property
+    def same_random_key(self) -> bool:
+        """The same key on both, not derived from the call: the same request bytes, resent."""
+        ka, kb = self.keys
+        return bool(ka and ka == kb and not self.a.get("key_derived"))
+
+    @property
+    def keys_differ(self) -> bool:
+        ka, kb = self.keys
+        return bool(ka and kb and ka != kb)
+
+    def _id(self, which: str, column: str) -> str | None:
+        return _s((self.a if which == "a" else self.b).get(column))
+
+    @property
+    def same_http_span(self) -> str | None:
+        http_a = self._id("a", "http_span_id")
+        return http_a if http_a and http_a == self._id("b", "http_span_id") else None
+
+    @property
+    def same_tool_span(self) -> str | None:
+        tool_a = self._id("a", "tool_span_id")
+        return tool_a if tool_a and tool_a == self._id("b", "tool_span_id") else None
+
+    @property
+    def tools_differ(self) -> bool:
+        tool_a, tool_b = self._id("a", "tool_span_id"), self._id("b", "tool_span_id")
+        return bool(tool_a and tool_b and tool_a != tool_b)
+
+    @property
+    def traces(self) -> tuple[str | None, str | None]:
+        return self._id("a", "trace_id"), self._id("b", "trace_id")
+
+    @property
+    def proxy(self) -> int:
+        return max(_i(self.a["proxy_attempt"]) or 0, _i(self.b["proxy_attempt"]) or 0)
+
+    @property
+    def resend(self) -> int:
+        return _i(self.b["resend_count"]) or 0
+
+    @cached_property
+    def redelivered(self) -> str | None:
+        """Evidence that a queue handed this thread's run out again before the second attempt."""
+        ctx, thread = self.ctx, self.thread
+        if thread is None or ctx.receives.empty:
+            return None
+        r = ctx.of_thread("receives", thread)
+        r = r[r["delivery_count"].fillna(0) > 1]
+        r = r[r["at_aligned"] <= self.b["at"] + pd.Timedelta(seconds=5)]
+        if r.empty:
+            return None
+        top = r.sort_values("delivery_count").iloc[-1]
+        where = f" to {top['worker']}" if _s(top["worker"]) else ""
+        return (f"the queue delivered thread {thread}'s run {int(top['delivery_count'])} times "
+                f"(delivery count {int(top['delivery_count'])}{where} at "
+                f"{top['at_aligned']:%H:%M:%S}): conclusive for redelivery")
+
+    @cached_property
+    def workers(self) -> tuple[str, str] | None:
+        """Workers that ran the two attempts, from spans or from the checkpoints around them."""
+        ctx, thread = self.ctx, self.thread
+        wa, wb = _s(self.a.get("worker")), _s(self.b.get("worker"))
+        if (wa is None or wb is None) and thread is not None and not ctx.checkpoints.empty:
+            ck = ctx.of_thread("checkpoints", thread)
+            ck = ck[ck["worker"].notna()]
+            before = ck[ck["at_aligned"] <= self.a["at"]]
+            after = ck[ck["at_aligned"] >= self.b["at"]]
+            if wa is None and len(before):
+                wa = str(before.sort_values("at_aligned").iloc[-1]["worker"])
+            if wb is None and len(after):
+                wb = str(after.sort_values("at_aligned").iloc[0]["worker"])
+        if wa and wb and wa != wb:
+            return wa, wb
+        return None
+
+    @property
+    def above_tool(self) -> bool:
+        """The whole tool ran again (not a resend below it): the same call with a new key or a
+        new tool execution, or a run picked up again. The same random key on both says the
+        opposite: the same request bytes were sent twice."""
+        if self.same_random_key and not self.tools_differ:
+            return False
+        return bool(self.same_call or self.keys_differ or self.tools_differ or self.redelivered
+                    or self.workers)
+
+    def call_line(self) -> list[str]:
+        if self.same_call:
+            return [f"both attempts carry tool_call_id {self.call_a}: the model asked once"]
+        return []
+
+    def key_lines(self) -> list[str]:
+        ka, kb = self.keys
+        if ka and ka == kb:
+            return ["identical idempotency key on both attempts"]
+        if ka is None and kb is None and self.a.get("key_recorded") and \
+                self.b.get("key_recorded"):
+            return ["no idempotency key on the wire, so the provider could not deduplicate"]
+        return []
+
+
+Rule = Callable[[Pair], Call | None]
+
+
+def model_asked_again(p: Pair) -> Call | None:
+    """Different tool call ids: the model asked twice; no retry fired below it."""
+    tca, tcb = p.call_a, p.call_b
+    if not (tca and tcb and tca != tcb):
+        return None
+    ev = [f"different tool_call_ids {tca} then {tcb}"
+          + (f" in thread {p.thread}" if p.thread else "")
+          + ": the model asked for the call twice; no retry fired below it"]
+    conf = 0.85
+    r = p.ctx.result(tca)
+    if r is not None and r["outcome"] in FAILED_OUTCOMES:
+        detail = _s(r["detail"]) or ""
+        ev.append(f"the tool result for {tca} told the model '{r['outcome']}'"
+                  + (f": \"{detail[:120]}\"" if detail else ""))
+        conf = 0.95
+    elif r is None:
+        ev.append(f"no tool result for {tca} was recorded before the model asked again")
+    return Call(Layer.MODEL_REEMISSION, conf, tuple(ev))
+
+
+def proxy_stamped(p: Pair) -> Call | None:
+    """A proxy's own attempt counter (x-envoy-attempt-count) says it resent the request."""
+    if p.proxy < 2:
+        return None
+    return Call(Layer.GATEWAY_RETRY, 0.95, (*p.call_line(), f"a proxy stamped "
+                f"x-envoy-attempt-count = {p.proxy}: it resent the request"))
+
+
+def one_client_request(p: Pair) -> Call | None:
+    """One client HTTP span, two provider requests: something below the client resent it.
+
+    A client span that does not report resends (the old HTTP semantic conventions, or an
+    instrumentation around `requests` while urllib3 retries inside it) cannot tell a proxy's
+    resend from the HTTP library's own."""
+    span = p.same_http_span
+    if span is None:
+        return None
+    ev = [*p.call_line(), f"one client HTTP span ({span}) but two provider requests: "
+          "something between the client and the provider resent it", *p.key_lines()]
+    if _i(p.a["resend_count"]) is not None:
+        return Call(Layer.GATEWAY_RETRY, 0.9, tuple(ev))
+    ev.append("the span does not report resends (no http.request.resend_count), so a retry "
+              "inside the HTTP library under the instrumented call looks the same")
+    return Call(Layer.GATEWAY_RETRY, 0.7, tuple(ev), (Alternative(
+        Layer.SDK_RETRY, "an HTTP library retrying below the instrumented call (urllib3's Retry "
+        "under requests) also shows one span for two requests"),))
+
+
+def client_resent(p: Pair) -> Call | None:
+    """The client's own second attempt: a resend count, or two HTTP attempts in one tool run."""
+    two_http = bool(p.same_tool_span and p._id("a", "http_span_id")
+                    and p._id("b", "http_span_id"))
+    if p.resend < 1 and not two_http:
+        return None
+    ev = p.call_line()
+    if p.resend >= 1:
+        ev.append(f"the second HTTP client span has http.request.resend_count = {p.resend}")
+    if two_http:
+        ev.append(f"two HTTP attempts within one tool execution ({p.same_tool_span}): "
+                  "the tool ran once")
+    return Call(Layer.SDK_RETRY, 0.95 if p.resend >= 1 else 0.85, (*ev, *p.key_lines()))
+
+
+def one_tool_execution(p: Pair) -> Call | None:
+    """Two provider requests within one tool execution, with no client spans to separate the
+    HTTP client's retry from a proxy's: below the tool, one of the two."""
+    if p.same_tool_span is None or p.keys_differ:
+        return None
+    ev = [*p.call_line(), f"both requests fall within one tool execution "
+          f"({p.same_tool_span}): the tool ran once and something below it sent twice",
+          *p.key_lines(), "no client HTTP span tells the HTTP client's retry from a proxy's"]
+    return Call(Layer.SDK_RETRY, 0.6, tuple(ev), (Alternative(
+        Layer.GATEWAY_RETRY, "a proxy resending the same request also fits: without client "
+        "HTTP spans both look like two requests under one tool run"),))
+
+
+def same_request_resent(p: Pair) -> Call | None:
+    """The same random key on both requests: the same bytes were sent twice below the tool."""
+    if not p.same_random_key or p.tools_differ:
+        return None
+    ev = [*p.call_line(), "identical idempotency key on both attempts: the same request was "
+          "resent", "no client span to tell an SDK retry from a proxy resend"]
+    return Call(Layer.SDK_RETRY, 0.55, tuple(ev), (Alternative(
+        Layer.GATEWAY_RETRY, "a proxy resends the same bytes, key included"),))
+
+
+def _above_tool_lines(p: Pair) -> list[str]:
+    ev = p.call_line()
+    if p.keys_differ:
+        ev.append("a different idempotency key on each attempt: the key was made inside the "
+                  "tool, so the whole tool ran again")
+    if p.tools_differ:
+        ev.append(f"two tool spans ({p._id('a', 'tool_span_id')}, "
+                  f"{p._id('b', 'tool_span_id')}): the tool itself executed twice")
+    return ev
+
+
+def queue_redelivered(p: Pair) -> Call | None:
+    """The queue's receive/delivery count above one for the thread: conclusive."""
+    if not p.above_tool or not p.redelivered:
+        return None
+    return Call(Layer.REDELIVERY, 0.95, (*_above_tool_lines(p), p.redelivered))
+
+
+def new_run(p: Pair) -> Call | None:
+    """The second execution ran in another trace, or on another worker: the run was started
+    again from its checkpoint, not retried inside it."""
+    if not p.above_tool:
+        return None
+    ta, tb = p.traces
+    if p.workers:
+        return Call(Layer.REDELIVERY, 0.8, (
+            *_above_tool_lines(p), f"the attempts ran on different workers ({p.workers[0]}, "
+            f"then {p.workers[1]}): the run was picked up again"))
+    if ta and tb and ta != tb:
+        return Call(Layer.REDELIVERY, 0.75, (
+            *_above_tool_lines(p), f"the two executions belong to different traces ({ta}, "
+            f"{tb}): the run was started again, not retried within it"))
     return None
 
 
-def decide(a: Attempt, b: Attempt, gap: float, ctx: Context
-           ) -> tuple[Layer, float, list[str]]:
-    """The layer that produced attempt `b` after attempt `a`, a base confidence, and why."""
-    ev: list[str] = []
-    tca, tcb = _s(a["tool_call_id"]), _s(b["tool_call_id"])
-    ka, kb = _s(a["idempotency_key"]), _s(b["idempotency_key"])
-    thread = _s(b["thread_id"]) or _s(a["thread_id"])
+def long_stop(p: Pair) -> Call | None:
+    """Minutes with nothing recorded in between: the work stopped and started again."""
+    if not p.above_tool or p.band not in (Band.MINUTES, Band.BEYOND_RETENTION):
+        return None
+    ta, tb = p.traces
+    ev = [*_above_tool_lines(p), f"{fmt_gap(p.gap)} with nothing recorded in between: the "
+          "work stopped and started again (no queue or worker evidence to confirm)"]
+    if ta and ta == tb:
+        ev.append(f"but both executions are in one trace ({ta}): the framework retried "
+                  "within the run, after a long client timeout")
+        return Call(Layer.STEP_RETRY, 0.7, tuple(ev))
+    alternatives: tuple[Alternative, ...] = ()
+    if p.gap < STEP_RETRY_REACH_S:
+        alternatives = (Alternative(
+            Layer.STEP_RETRY, f"a step retry after a client timeout of minutes would also "
+            f"leave {fmt_gap(p.gap)} with nothing in between"),)
+    return Call(Layer.REDELIVERY, 0.6, tuple(ev), alternatives)
 
-    if tca and tcb and tca != tcb:
-        ev.append(f"different tool_call_ids {tca} then {tcb}"
-                  + (f" in thread {thread}" if thread else "")
-                  + ": the model asked for the call twice; no retry fired below it")
-        conf = 0.85
-        r = ctx.result(tca)
-        if r is not None and r["outcome"] in FAILED_OUTCOMES:
-            detail = _s(r["detail"]) or ""
-            ev.append(f"the tool result for {tca} told the model '{r['outcome']}'"
-                      + (f": \"{detail[:120]}\"" if detail else ""))
-            conf = 0.95
-        elif r is None:
-            ev.append(f"no tool result for {tca} was recorded before the model asked again")
-        return Layer.MODEL_REEMISSION, conf, ev
 
-    same_call = bool(tca and tca == tcb)
-    if same_call:
-        ev.append(f"both attempts carry tool_call_id {tca}: the model asked once")
-    http_a, http_b = _s(a["http_span_id"]), _s(b["http_span_id"])
-    proxy = max(_i(a["proxy_attempt"]) or 0, _i(b["proxy_attempt"]) or 0)
-    if proxy >= 2:
-        ev.append(f"a proxy stamped x-envoy-attempt-count = {proxy}: it resent the request")
-        return Layer.GATEWAY_RETRY, 0.95, ev
-    if http_a and http_a == http_b:
-        ev.append(f"one client HTTP span ({http_a}) but two provider requests: something "
-                  "between the client and the provider resent it")
-        if ka and ka == kb:
-            ev.append("identical idempotency key on both requests (the same bytes, resent)")
-        return Layer.GATEWAY_RETRY, 0.9, ev
-    resend = _i(b["resend_count"]) or 0
-    tool_a, tool_b = _s(a["tool_span_id"]), _s(b["tool_span_id"])
-    if resend >= 1 or (http_a and http_b and tool_a and tool_a == tool_b):
-        if resend >= 1:
-            ev.append(f"the second HTTP client span has http.request.resend_count = {resend}")
-        if tool_a and tool_a == tool_b:
-            ev.append(f"two HTTP attempts under one tool span ({tool_a}): the tool ran once")
-        if ka and ka == kb:
-            ev.append("identical idempotency key on both attempts")
-        elif ka is None and kb is None:
-            ev.append("no idempotency key on the wire, so the provider could not deduplicate")
-        return Layer.SDK_RETRY, 0.95 if resend >= 1 else 0.85, ev
+def within_run(p: Pair) -> Call | None:
+    """The tool ran again within one run's time and nothing shows the run was picked up
+    again: the framework retried the step."""
+    if not p.above_tool:
+        return None
+    ta, tb = p.traces
+    ev = [*_above_tool_lines(p), "no queue redelivery or change of worker recorded, and the "
+          "repeat came within one run's time: the framework retried the step"]
+    if ta and ta == tb:
+        ev.append(f"both executions belong to one trace ({ta}): one run")
+        return Call(Layer.STEP_RETRY, 0.85, tuple(ev))
+    confidence = 0.8 if (p.same_call and (p.keys_differ or p.tools_differ)) else 0.65
+    run_evidence = bool(p.ctx.spans_loaded or not p.ctx.receives.empty
+                        or p.ctx.checkpoints["worker"].notna().any())
+    if run_evidence or p.band is Band.SECONDS:
+        return Call(Layer.STEP_RETRY, confidence, tuple(ev))
+    return Call(Layer.STEP_RETRY, min(confidence, 0.65), tuple(ev), (Alternative(
+        Layer.REDELIVERY, "without traces, workers' names or the queue's receive counts, a "
+        "redelivery after a short visibility timeout looks the same"),))
 
-    redelivered = _redelivery(ctx, thread, a, b)
-    workers = _workers(ctx, thread, a, b)
-    keys_differ = bool(ka and kb and ka != kb)
-    tools_differ = bool(tool_a and tool_b and tool_a != tool_b)
-    if keys_differ:
-        ev.append("a different idempotency key on each attempt: the key was made inside the "
-                  "tool, so the whole tool ran again")
-    if tools_differ:
-        ev.append(f"two tool spans ({tool_a}, {tool_b}): the tool itself executed twice")
-    above_sdk = bool(same_call or keys_differ or tools_differ or redelivered or workers)
-    if ka and ka == kb and not a.get("key_derived") and not tools_differ:
-        above_sdk = False  # the same random key twice: the same request was resent below the tool
-        ev.append("identical idempotency key on both attempts: the same request was resent")
 
-    if above_sdk:
-        if redelivered:
-            ev.append(redelivered)
-            return Layer.REDELIVERY, 0.95, ev
-        if workers:
-            ev.append(f"the attempts ran on different workers ({workers[0]}, then {workers[1]}): "
-                      "the run was picked up again")
-            return Layer.REDELIVERY, 0.8, ev
-        band = ctx.bands.classify(gap)
-        if band in (Band.MINUTES, Band.BEYOND_RETENTION):
-            ev.append(f"{fmt_gap(gap)} with nothing recorded in between: the work stopped and "
-                      "started again (no queue or worker evidence to confirm)")
-            return Layer.REDELIVERY, 0.6, ev
-        ev.append("no queue redelivery or change of worker recorded, and the repeat came within "
-                  "one run's time: the framework retried the step")
-        return Layer.STEP_RETRY, 0.8 if (same_call and (keys_differ or tools_differ)) else 0.65, ev
+def timing_only(p: Pair) -> Call:
+    """Nothing but timing: the band's usual suspect, with low confidence."""
+    suspects = usual_suspects(p.band)
+    ev = ["no identifier links these requests to the agent (no tool_call_id, span or shared "
+          f"key): judged from the gap alone, the usual cause in the {p.band} band"]
+    alternatives = tuple(Alternative(layer, f"also usual in the {p.band} band")
+                         for layer in suspects[1:])
+    return Call(suspects[0], 0.35, tuple(ev), alternatives)
 
-    if ka and ka == kb:
-        ev.append("no client span to tell an SDK retry from a proxy resend")
-        return Layer.SDK_RETRY, 0.55, ev
-    # Nothing but timing: the band's usual suspect, with low confidence.
-    band = ctx.bands.classify(gap)
-    guess = {Band.SECONDS: Layer.SDK_RETRY, Band.TENS_OF_SECONDS: Layer.STEP_RETRY,
-             Band.MINUTES: Layer.REDELIVERY, Band.BEYOND_RETENTION: Layer.REDELIVERY}[band]
-    ev.append("no identifier links these requests to the agent (no tool_call_id, span or shared "
-              f"key): judged from the gap alone, the usual cause in the {band} band")
-    return guess, 0.35, ev
+
+RULES: tuple[Rule, ...] = (
+    model_asked_again, proxy_stamped, one_client_request, client_resent, one_tool_execution,
+    same_request_resent, queue_redelivered, new_run, long_stop, within_run,
+)
+
+
+def decide(a: Attempt, b: Attempt, gap: float, ctx: Context) -> Call:
+    """The layer that produced attempt `b` after attempt `a`: the first rule that answers."""
+    pair = Pair(a, b, gap, ctx)
+    for rule in RULES:
+        call = rule(pair)
+        if call is not None:
+            return call
+    return timing_only(pair)
 
 
 def judge(a: Attempt, b: Attempt, ctx: Context) -> Duplicate:
     gap = max((b["at"] - a["at"]).total_seconds(), 0.0)
     band = ctx.bands.classify(gap)
-    layer, conf, ev = decide(a, b, gap, ctx)
+    call = decide(a, b, gap, ctx)
+    layer, conf, ev = call.layer, call.confidence, list(call.evidence)
     if not any(_s(x[c]) for x in (a, b) for c in ("tool_call_id", "http_span_id")):
         conf = min(conf, 0.45)
         ev.append("nothing on the agent's side (tool call, span) was linked to these requests: "
                   "two separate intents cannot be ruled out")
-    typical = TYPICAL_BANDS[layer]
+    typical = LAYERS[layer].bands
     if band in typical:
         ev.append(f"gap {fmt_gap(gap)} lands in the {band} band, where {layer} usually lands")
     else:
@@ -256,5 +486,6 @@ def judge(a: Attempt, b: Attempt, ctx: Context) -> Duplicate:
     return Duplicate(
         first=str(a["attempt_id"]), second=str(b["attempt_id"]), gap_seconds=round(gap, 3),
         band=band, layer=layer, confidence=round(min(max(conf, 0.05), 0.99), 2),
-        protected=bool(protected), evidence=tuple(ev), fix=FIXES[layer],
+        protected=bool(protected), evidence=tuple(ev), fix=LAYERS[layer].fix,
+        alternatives=call.alternatives,
     )
