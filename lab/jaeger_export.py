@@ -2,12 +2,13 @@
 API answers to `GET /api/traces?service=...` (the HTTP JSON API the Jaeger UI uses), i.e. what a
 user saves from Jaeger.
 
-The envelope is Jaeger's `structuredResponse` as its search handler fills it (jaeger
-`cmd/query/app/http_handler.go`, `search` -> `tracesToResponse`): `data` (the traces, each
-`{"traceID", "spans", "processes", "warnings"}`), `total`, `limit` and `offset` left 0, `errors`
-null. The traces come from `lab.trace_server.OtlpStore`, the same OTLP -> Jaeger conversion the
-lab's trace server serves (ids as Jaeger prints them, times in microseconds, tags typed, kind and
-status as `span.kind` / `otel.status_code` / `error`, events as logs, arrays as JSON text).
+The envelope is Jaeger's `structuredResponse` as its search handler fills it (jaeger v2.9.0
+`cmd/query/app/http_handler.go`, `search` -> `tracesToResponse`; the same in v1.60): `data`
+(the traces, each `{"traceID", "spans", "processes", "warnings"}`), `total`, `limit` and
+`offset` left 0, `errors` null (a nil slice). The traces come from
+`lab.trace_server.OtlpStore`, the same OTLP -> Jaeger conversion the lab's trace server serves
+(ids as Jaeger prints them, times in microseconds, tags typed, kind and status as `span.kind` /
+`otel.status_code` / `error`, events as logs, arrays as JSON text).
 """
 
 from __future__ import annotations
