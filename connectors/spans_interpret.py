@@ -3,7 +3,9 @@
 A span becomes at most one row:
 - `tool_span`: it carries a tool call (OTel GenAI `gen_ai.tool.call.id` / `gen_ai.tool.name` /
   `gen_ai.operation.name = execute_tool`, OpenInference `tool_call.id` / `tool.name` /
-  `openinference.span.kind = TOOL`, or the attribute the user names);
+  `openinference.span.kind = TOOL`, or the attribute the user names). OpenInference's LangChain
+  instrumentor writes no tool call id attribute on its TOOL spans: the id is read from
+  `output.value` when that is the serialised ToolMessage of a successful call;
 - `queue_receive`: it has an attribute ending in `receive_count`, `delivery_count` or
   `delivery_attempt` (Pub/Sub, Service Bus, an SQS count copied onto the span, ...);
 - `http_span`: an HTTP client span (or one of unknown kind) with a request method.
@@ -243,6 +245,28 @@ def _delivery_count(attrs: dict[str, Any]) -> int | None:
     return max(counts) if counts else None
 
 
+def tool_message_call_id(value: Any) -> str | None:
+    """The tool call id in OpenInference's `output.value` of a TOOL span, when that value is a
+    serialised LangChain ToolMessage (`langchain_core.messages.message_to_dict`), as
+    `openinference-instrumentation-langchain` writes it for a tool that returned:
+    `{"type": "tool", "data": {"content": ..., "type": "tool", "name": ..., "tool_call_id":
+    "toolu_...", "status": "success", ...}}`. Anything else (a failed call has no output, a
+    tool may return a plain string or a Command) gives None: nothing is guessed."""
+    if type(value) is not str or not value.startswith("{"):
+        return None
+    try:
+        message = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(message, dict) or message.get("type") != "tool":
+        return None
+    data = message.get("data")
+    if not isinstance(data, dict) or data.get("type") != "tool":
+        return None
+    call_id = data.get("tool_call_id")
+    return (call_id.strip() or None) if isinstance(call_id, str) else None
+
+
 def _is_tool(attrs: dict[str, Any], tool_attribute: str | None) -> bool:
     if not _TOOL_MARKER_KEYS.isdisjoint(attrs) or (tool_attribute and tool_attribute in attrs):
         return True
@@ -393,8 +417,12 @@ def _http_tail(
     attrs = rec.attributes
     method = _first(attrs, HTTP_METHOD_KEYS)
     resend = _first_int(attrs, ("http.request.resend_count",))
-    if resend is None and rec.kind == SpanKind.CLIENT:
-        resend = 0  # semconv sets it only on resends: a client span without it is try 0
+    if resend is None and rec.kind == SpanKind.CLIENT and "http.request.method" in attrs:
+        # The stable HTTP semconv (`http.request.method`, ...) sets the count only on resends:
+        # a client span of it without one is try 0. The old semconv (`http.method`, what e.g.
+        # opentelemetry-instrumentation-requests writes by default) has no resend count at all:
+        # its absence says nothing, so it stays unknown (null), not 0.
+        resend = 0
     return (*_HTTP_PAD, method.upper() if method else None, _path(attrs), status, resend,
             _first(attrs, request_id_keys), _first(attrs, IDEMPOTENCY_KEY_KEYS),
             _first_int(attrs, PROXY_ATTEMPT_KEYS))
@@ -429,12 +457,17 @@ class SpanRows:
         if key in links:
             return False
         thread_id = _first(attrs, THREAD_KEYS)
-        links[key] = (parent_span_id, thread_id, _first(attrs, self._call_keys))
+        call_id = _first(attrs, self._call_keys)
+        links[key] = (parent_span_id, thread_id, call_id)
         http_status = None
         inherits: tuple[str, str] | None = key
         if _is_tool(attrs, self._tool_attribute):
             kind = _TOOL_SPAN
             tail = _tool_tail(rec)
+            if call_id is None and (output := attrs.get("output.value")) is not None:
+                # OpenInference: the id only in the returned ToolMessage (the spans under this
+                # one inherit it, as they would an attribute)
+                links[key] = (parent_span_id, thread_id, tool_message_call_id(output))
         elif (delivery_count := _delivery_count(attrs)) is not None:
             kind = _QUEUE_RECEIVE
             tail = _queue_tail(attrs, delivery_count, thread_id)

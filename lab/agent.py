@@ -39,9 +39,17 @@ from langgraph.types import Command, RetryPolicy, interrupt
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
+from lab import instrument_field
 from lab.clock import VirtualClock
 from lab.effects import Effect, EffectLedger
-from lab.instrument import ToolSpanHandler, TracedStripeHTTPClient, WorkerTelemetry, traced_session
+from lab.instrument import (
+    ToolSpanHandler,
+    TracedStripeHTTPClient,
+    WorkerTelemetry,
+    clocked_session,
+    clocked_stripe_client,
+    traced_session,
+)
 from lab.model import FAILURE_PREFIX, ScriptedChatModel
 
 API_KEY = "sk_test_twice"
@@ -289,8 +297,25 @@ def open_checkpointer(
         conn.close()
 
 
+Instrumentation = Literal["lab", "openinference", "none"]
+
+
 class Worker:
-    """One agent worker process: its own tracer (host.name), HTTP client and compiled graph."""
+    """One agent worker process: its own tracer provider (host.name), HTTP client and graph.
+
+    `instrumentation` says who writes the worker's spans (to `spans_path`, OTLP JSON lines):
+    - "lab": the lab's own GenAI spans (`lab.instrument`): an `invoke_agent` root, a consumer
+      span per queue delivery, `execute_tool` spans with `gen_ai.tool.call.id`, and one HTTP
+      CLIENT span per attempt on the wire, under the tool span, with resend count and headers;
+    - "openinference": what a team gets from the real `openinference-instrumentation-langchain`
+      and `opentelemetry-instrumentation-requests` at their defaults (`lab.instrument_field`):
+      the stripe SDK on its own `stripe.RequestsClient`, the raw client on a plain `requests`
+      Session; no lab spans at all;
+    - "none": no spans (no file written by this worker).
+    In every mode a client timeout reads as `nominal_timeout` on the virtual clock.
+    `span_clock_offset`: the worker's host clock is that many seconds off; every time in its
+    spans (start, end, events) is shifted by it (`lab.instrument.ShiftedSpanExporter`).
+    """
 
     def __init__(
         self,
@@ -306,28 +331,47 @@ class Worker:
         think_seconds: Callable[[], float] | None = None,
         after_commit: Callable[[dict[str, Any]], None] | None = None,
         ledger: EffectLedger | None = None,
+        instrumentation: Instrumentation = "lab",
+        span_clock_offset: float = 0.0,
     ) -> None:
+        if instrumentation not in ("lab", "openinference", "none"):
+            raise ValueError(f"unknown instrumentation {instrumentation!r}")
         self.name = name
         self.options = tool or ToolOptions()
-        self.telemetry = WorkerTelemetry(spans_path, name)
+        self.instrumentation: Instrumentation = instrumentation
+        self.telemetry = WorkerTelemetry(
+            None if instrumentation == "none" else spans_path, name,
+            clock_offset=span_clock_offset,
+        )
         tracer = self.telemetry.tracer
-        self.handler = ToolSpanHandler(tracer, record_errors=self.options.record_tool_errors)
+        self.handler: ToolSpanHandler | None = None
+        if instrumentation == "lab":
+            self.handler = ToolSpanHandler(tracer, record_errors=self.options.record_tool_errors)
+        elif instrumentation == "openinference":
+            instrument_field.install()
         payments: Payments
+        nominal = self.options.nominal_timeout
         if self.options.client == "stripe":
-            http_client = TracedStripeHTTPClient(
-                tracer,
-                timeout=self.options.timeout,
-                clock=clock,
-                nominal_timeout=self.options.nominal_timeout,
-            )
+            http_client: stripe.HTTPClient
+            if instrumentation == "lab":
+                http_client = TracedStripeHTTPClient(
+                    tracer, timeout=self.options.timeout, clock=clock, nominal_timeout=nominal
+                )
+            else:
+                http_client = clocked_stripe_client(
+                    timeout=self.options.timeout, clock=clock, nominal_timeout=nominal
+                )
             payments = StripeSdkPayments(base_url, http_client, self.options.max_network_retries)
         else:
-            session = traced_session(
-                tracer,
-                post_retries=self.options.post_retries,
-                clock=clock,
-                nominal_timeout=self.options.nominal_timeout,
-            )
+            if instrumentation == "lab":
+                session = traced_session(
+                    tracer, post_retries=self.options.post_retries, clock=clock,
+                    nominal_timeout=nominal,
+                )
+            else:
+                session = clocked_session(
+                    post_retries=self.options.post_retries, clock=clock, nominal_timeout=nominal
+                )
             payments = RawHttpPayments(base_url, session, self.options.timeout)
         charge = make_charge_tool(payments, self.options, after_commit, ledger)
 
@@ -340,11 +384,13 @@ class Worker:
         )
 
     def config(self, thread_id: str) -> RunnableConfig:
-        return {
+        config: RunnableConfig = {
             "configurable": {"thread_id": thread_id, "worker": self.name},
             "metadata": {"worker": self.name},
-            "callbacks": [self.handler],
         }
+        if self.handler is not None:
+            config["callbacks"] = [self.handler]
+        return config
 
     def run(
         self,
@@ -357,25 +403,39 @@ class Worker:
         """Run (message) or resume from the last checkpoint (message None) one thread;
         `resume` answers an `interrupt()` (a human's decision) and continues from it.
 
-        With `delivery` (a received queue message) the run sits under a CONSUMER span."""
-        tracer = self.telemetry.tracer
+        With `delivery` (a received queue message) the run sits under a CONSUMER span (lab
+        instrumentation only: the field instrumentation has none for the queue)."""
         graph_input: Any = None if message is None else {"messages": [HumanMessage(message)]}
         if resume is not None:
             graph_input = Command(resume=resume)
-        with _delivery_span(tracer, delivery):
-            with tracer.start_as_current_span(
-                "invoke_agent billing-agent",
-                kind=SpanKind.INTERNAL,
-                attributes={
-                    "gen_ai.operation.name": "invoke_agent",
-                    "gen_ai.agent.name": "billing-agent",
-                    "gen_ai.conversation.id": thread_id,
-                },
-                end_on_exit=True,
-            ):
-                result: dict[str, Any] = self.graph.invoke(graph_input, self.config(thread_id))
+        if self.instrumentation == "openinference":
+            with instrument_field.routed_to(self.telemetry.provider):
+                field_result: dict[str, Any] = self.graph.invoke(
+                    graph_input, self.config(thread_id)
+                )
+            return field_result
+        with instrument_field.suppressed():
+            if self.instrumentation == "none":
+                quiet_result: dict[str, Any] = self.graph.invoke(
+                    graph_input, self.config(thread_id)
+                )
+                return quiet_result
+            tracer = self.telemetry.tracer
+            with _delivery_span(tracer, delivery):
+                with tracer.start_as_current_span(
+                    "invoke_agent billing-agent",
+                    kind=SpanKind.INTERNAL,
+                    attributes={
+                        "gen_ai.operation.name": "invoke_agent",
+                        "gen_ai.agent.name": "billing-agent",
+                        "gen_ai.conversation.id": thread_id,
+                    },
+                    end_on_exit=True,
+                ):
+                    result: dict[str, Any] = self.graph.invoke(
+                        graph_input, self.config(thread_id)
+                    )
         return result
-
 
     def process(
         self, message: Mapping[str, Any], queue_name: str, system: str = "aws_sqs"

@@ -7,6 +7,10 @@
   field: a failed attempt leaves NO span (a span is exported only when it ends).
 - `TracedStripeHTTPClient` / `traced_session`: one HTTP CLIENT span per attempt on the wire,
   with `http.request.resend_count` and the idempotency key / request id headers captured.
+- `clocked_session` / `clocked_stripe_client`: the same HTTP clients without lab spans (for workers
+  traced by field instrumentation, or not at all), keeping the virtual clock's timeout behaviour
+  (`advance_on_timeout`, shared by both).
+- `ShiftedSpanExporter`: a worker whose host clock runs off by some seconds (span clock skew).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,8 +32,8 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
@@ -44,7 +48,7 @@ class KillableSpanProcessor(SimpleSpanProcessor):
     """Exports each span when it ends, until the worker 'dies': then nothing more is written,
     as when a process is killed (spans that never ended are never exported)."""
 
-    def __init__(self, exporter: FileSpanExporter) -> None:
+    def __init__(self, exporter: SpanExporter) -> None:
         super().__init__(exporter)
         self.alive = True
 
@@ -53,22 +57,97 @@ class KillableSpanProcessor(SimpleSpanProcessor):
             super().on_end(span)
 
 
-class WorkerTelemetry:
-    """The tracer of one worker process, appending OTLP JSON lines to `spans_path`."""
+class _ShiftedSpan(ReadableSpan):
+    """An ended span as a host whose clock is `offset_ns` off would have written it: its start,
+    end and event times moved; everything else (ids, attributes, dropped counts) as it was."""
 
-    def __init__(self, spans_path: Path, worker: str, service_name: str = SERVICE_NAME) -> None:
+    def __init__(self, span: ReadableSpan, offset_ns: int) -> None:
+        def shift(t: int | None) -> int | None:
+            return None if t is None else t + offset_ns
+
+        super().__init__(
+            name=span.name,
+            context=span.context,
+            parent=span.parent,
+            resource=span.resource,
+            attributes=span.attributes,
+            events=[Event(e.name, e.attributes, shift(e.timestamp)) for e in span.events],
+            links=span.links,
+            kind=span.kind,
+            status=span.status,
+            start_time=shift(span.start_time),
+            end_time=shift(span.end_time),
+            instrumentation_scope=span.instrumentation_scope,
+        )
+        self._original = span
+
+    @property
+    def dropped_attributes(self) -> int:
+        return self._original.dropped_attributes
+
+    @property
+    def dropped_events(self) -> int:
+        return self._original.dropped_events
+
+    @property
+    def dropped_links(self) -> int:
+        return self._original.dropped_links
+
+
+class ShiftedSpanExporter(SpanExporter):
+    """Span clock skew: exports every span with its times (start, end, events) moved by
+    `offset_seconds`, as if the span host's clock ran that far off the true time.
+
+    The shift happens at export, after the span ended: the SDK, the instrumentation and the
+    processors all see true (virtual-clock) times, as on a real host whose skew only shows when
+    its timestamps are compared with another host's. Offsets are exact: whole nanoseconds."""
+
+    def __init__(self, inner: SpanExporter, offset_seconds: float) -> None:
+        self.inner = inner
+        self.offset_ns = round(offset_seconds * 1e9)
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return self.inner.export([_ShiftedSpan(span, self.offset_ns) for span in spans])
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+class WorkerTelemetry:
+    """The tracer provider of one worker process, appending OTLP JSON lines to `spans_path`.
+
+    `spans_path=None`: the worker exports nothing (no exporter, no file). `clock_offset`: the
+    worker's spans are written `clock_offset` seconds off (`ShiftedSpanExporter`)."""
+
+    def __init__(
+        self,
+        spans_path: Path | None,
+        worker: str,
+        service_name: str = SERVICE_NAME,
+        *,
+        clock_offset: float = 0.0,
+    ) -> None:
         self.worker = worker
         resource = Resource.create(
             {"service.name": service_name, "host.name": worker, "service.instance.id": worker}
         )
         self.provider = TracerProvider(resource=resource)
-        self.processor = KillableSpanProcessor(FileSpanExporter(spans_path))
-        self.provider.add_span_processor(self.processor)
+        self.processor: KillableSpanProcessor | None = None
+        if spans_path is not None:
+            exporter: SpanExporter = FileSpanExporter(spans_path)
+            if clock_offset:
+                exporter = ShiftedSpanExporter(exporter, clock_offset)
+            self.processor = KillableSpanProcessor(exporter)
+            self.provider.add_span_processor(self.processor)
         self.tracer = self.provider.get_tracer(SCOPE)
 
     def kill(self) -> None:
         """The worker died: whatever has not been exported yet is lost."""
-        self.processor.alive = False
+        if self.processor is not None:
+            self.processor.alive = False
 
     def shutdown(self) -> None:
         self.provider.shutdown()
@@ -173,6 +252,19 @@ def _is_timeout(error: BaseException) -> bool:
     return False
 
 
+def advance_on_timeout(
+    error: BaseException, started: float, clock: VirtualClock | None, nominal_timeout: float | None
+) -> None:
+    """An attempt on the wire started at `started` (time.monotonic()) failed with `error`: if it
+    timed out, move the virtual clock so the wait reads as `nominal_timeout` seconds.
+
+    The lab's real timeouts are short (a fraction of a second); on the virtual clock they read
+    as the nominal ones (30 s, 80 s). Called before the attempt's span (lab or field) ends, so
+    that span's duration is the nominal timeout too."""
+    if clock is not None and nominal_timeout is not None and _is_timeout(error):
+        clock.advance(nominal_timeout - (time.monotonic() - started))
+
+
 def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
     if not headers:
         return None
@@ -221,9 +313,7 @@ class _AttemptSpan:
     def error(
         self, error: BaseException, clock: VirtualClock | None, nominal_timeout: float | None
     ) -> None:
-        if clock is not None and nominal_timeout is not None and _is_timeout(error):
-            # The lab's real timeout is short; on the virtual clock it reads as the nominal one.
-            clock.advance(nominal_timeout - (time.monotonic() - self.started))
+        advance_on_timeout(error, self.started, clock, nominal_timeout)
         cause = error.__cause__ or error
         self.span.set_attribute("error.type", _qualified_name(cause))
         self.span.record_exception(cause)
@@ -287,28 +377,39 @@ class TracedStripeHTTPClient(stripe.RequestsClient):
         return content, status, rheaders
 
 
-class _TracedPoolMixin:
-    tracer: trace.Tracer
+class _WirePoolMixin:
+    """A urllib3 pool whose every attempt on the wire keeps the virtual clock's timeout
+    behaviour and, given a tracer, makes one lab HTTP CLIENT span."""
+
+    tracer: trace.Tracer | None = None
     clock: VirtualClock | None = None
     nominal_timeout: float | None = None
 
     def _make_request(self, conn: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        retries = kwargs.get("retries")
-        resend_count = len(retries.history) if isinstance(retries, Retry) else 0
-        pool: Any = self
-        full = f"{pool.scheme}://{pool.host}:{pool.port}{url}"
-        attempt = _AttemptSpan(self.tracer, method, full, kwargs.get("headers"), resend_count)
+        started = time.monotonic()
+        attempt = None
+        if self.tracer is not None:
+            retries = kwargs.get("retries")
+            resend_count = len(retries.history) if isinstance(retries, Retry) else 0
+            pool: Any = self
+            full = f"{pool.scheme}://{pool.host}:{pool.port}{url}"
+            attempt = _AttemptSpan(self.tracer, method, full, kwargs.get("headers"), resend_count)
         try:
             response = super()._make_request(conn, method, url, *args, **kwargs)  # type: ignore[misc]
         except BaseException as error:
-            attempt.error(error, self.clock, self.nominal_timeout)
+            if attempt is not None:
+                attempt.error(error, self.clock, self.nominal_timeout)
+            else:
+                advance_on_timeout(error, started, self.clock, self.nominal_timeout)
             raise
-        attempt.response(response.status, response.headers)
+        if attempt is not None:
+            attempt.response(response.status, response.headers)
         return response
 
 
 class TracedAdapter(HTTPAdapter):
-    """A requests adapter whose urllib3 pools trace every attempt on the wire.
+    """A requests adapter whose urllib3 pools trace every attempt on the wire (no spans when
+    `tracer` is None; the virtual clock's timeout behaviour either way).
 
     urllib3 retries inside `urlopen` (recursively), below requests; `_make_request` is called
     once per attempt, with the `Retry` whose `history` counts the earlier attempts.
@@ -316,18 +417,19 @@ class TracedAdapter(HTTPAdapter):
 
     def __init__(
         self,
-        tracer: trace.Tracer,
+        tracer: trace.Tracer | None,
         *,
         max_retries: Retry | int = 0,
         clock: VirtualClock | None = None,
         nominal_timeout: float | None = None,
     ) -> None:
         attrs = {"tracer": tracer, "clock": clock, "nominal_timeout": nominal_timeout}
+        # untraced: urllib3's own class names, which its error messages print
+        names = ("TracedHTTPPool", "TracedHTTPSPool") if tracer is not None else (
+            "HTTPConnectionPool", "HTTPSConnectionPool")
         self._pool_classes = {
-            "http": type("TracedHTTPPool", (_TracedPoolMixin, urllib3.HTTPConnectionPool), attrs),
-            "https": type(
-                "TracedHTTPSPool", (_TracedPoolMixin, urllib3.HTTPSConnectionPool), attrs
-            ),
+            "http": type(names[0], (_WirePoolMixin, urllib3.HTTPConnectionPool), attrs),
+            "https": type(names[1], (_WirePoolMixin, urllib3.HTTPSConnectionPool), attrs),
         }
         super().__init__(max_retries=max_retries)
 
@@ -337,14 +439,15 @@ class TracedAdapter(HTTPAdapter):
 
 
 def traced_session(
-    tracer: trace.Tracer,
+    tracer: trace.Tracer | None,
     *,
     post_retries: int = 0,
     clock: VirtualClock | None = None,
     nominal_timeout: float | None = None,
 ) -> requests.Session:
     """A requests Session; with `post_retries` > 0 urllib3 resends POSTs after a reset or 5xx
-    (`allowed_methods=None` makes every method retryable), as many hand-rolled clients do."""
+    (`allowed_methods=None` makes every method retryable), as many hand-rolled clients do.
+    `tracer=None`: no lab spans (see `clocked_session`)."""
     retry: Retry | int = 0
     if post_retries:
         retry = Retry(
@@ -361,3 +464,31 @@ def traced_session(
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
+
+
+def clocked_session(
+    *,
+    post_retries: int = 0,
+    clock: VirtualClock | None = None,
+    nominal_timeout: float | None = None,
+) -> requests.Session:
+    """A plain requests Session (urllib3 `Retry` as in `traced_session`) that makes no spans of
+    its own: whatever instrumentation wraps `requests` traces it. A timeout still reads as
+    `nominal_timeout` on the virtual clock, advanced per attempt below `Session.send`, so a span
+    around `send` (opentelemetry-instrumentation-requests) lasts the nominal timeout too."""
+    return traced_session(
+        None, post_retries=post_retries, clock=clock, nominal_timeout=nominal_timeout
+    )
+
+
+def clocked_stripe_client(
+    *,
+    timeout: float = 80,
+    clock: VirtualClock | None = None,
+    nominal_timeout: float | None = None,
+) -> stripe.RequestsClient:
+    """stripe-python's own requests-based client (`stripe.RequestsClient`, what the SDK uses by
+    default), on a `clocked_session`: no lab spans; the SDK's retries and the instrumentation
+    of `requests` behave as in the field."""
+    session = clocked_session(clock=clock, nominal_timeout=nominal_timeout)
+    return stripe.RequestsClient(timeout=timeout, session=session)

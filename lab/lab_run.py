@@ -18,7 +18,7 @@ import langgraph.checkpoint.base.id as langgraph_ids
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import RetryPolicy
 
-from lab.agent import ToolOptions, Worker, open_checkpointer
+from lab.agent import Instrumentation, ToolOptions, Worker, open_checkpointer
 from lab.clock import VirtualClock
 from lab.effects import EffectLedger
 from lab.model import BASE62, ScriptedChatModel
@@ -91,7 +91,10 @@ class Bench:
         retry_policy: RetryPolicy | None = None,
         base_url: str | None = None,
         after_commit: Callable[[dict[str, Any]], None] | None = None,
+        instrumentation: Instrumentation = "lab",
+        span_clock_offset: float = 0.0,
     ) -> Worker:
+        """A worker on this bench; `instrumentation` and `span_clock_offset` as in `Worker`."""
         ledger = EffectLedger(self.checkpointer) if tool.effects_ledger else None
         worker = Worker(
             name,
@@ -105,6 +108,8 @@ class Bench:
             think_seconds=self.think,
             after_commit=after_commit,
             ledger=ledger,
+            instrumentation=instrumentation,
+            span_clock_offset=span_clock_offset,
         )
         self.workers.append(worker)
         return worker

@@ -28,6 +28,9 @@ Where: `url` serves both APIs; the one path they share, `/api/traces/{id}`, answ
 there. `url + "/jaeger"` and `url + "/tempo"` serve only that API (a base path, as behind a
 reverse proxy or Grafana Cloud's `/tempo`), so `/tempo/api/traces/{id}` is Tempo's v1.
 
+The stored spans and their Jaeger form are `OtlpStore` (with `read_exports`), the one
+implementation of the conversion, which `lab.jaeger_export` writes to a file.
+
 Knobs for failure tests: `auth=(user, password)` demands HTTP basic auth (401 otherwise);
 `tempo_v2=False` serves no v2 endpoint (an older Tempo); `outage = (status, text)` answers every
 request with that status and body (a proxy error page, a login page). `requests` records
@@ -48,7 +51,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from lab.loopback import LoopbackServer, LoopbackService
 
-__all__ = ["TraceQLError", "TraceServer", "parse_traceql"]
+__all__ = ["OtlpStore", "TraceQLError", "TraceServer", "parse_traceql", "read_exports"]
 
 _KIND_ENUM = ("SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER",
               "SPAN_KIND_CLIENT", "SPAN_KIND_PRODUCER", "SPAN_KIND_CONSUMER")
@@ -137,6 +140,130 @@ def _tag_text(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
+# -- OTLP held as a trace backend holds it, and its Jaeger form ------------------------------
+def read_exports(spans: Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OTLP export objects: given, or read from a file of OTLP JSON lines."""
+    if isinstance(spans, list):
+        return spans
+    return [json.loads(line) for line in Path(spans).read_text().splitlines() if line.strip()]
+
+
+class OtlpStore:
+    """OTLP export objects stored by trace (a span kept once per trace and span id), and their
+    Jaeger query API form: the one implementation of the OTLP -> Jaeger conversion, shared by
+    `TraceServer` and `lab.jaeger_export`."""
+
+    def __init__(self, exports: list[dict[str, Any]]) -> None:
+        self._resources: list[dict[str, Any]] = []  # raw OTLP resource objects
+        self._resource_attrs: list[dict[str, Any]] = []
+        self._scopes: list[dict[str, Any]] = []
+        self._traces: dict[str, list[_Span]] = {}
+        for export in exports:
+            self._add_export(export)
+
+    def _add_export(self, export: dict[str, Any]) -> None:
+        for rs in export.get("resourceSpans", []):
+            resource = rs.get("resource") or {}
+            self._resources.append(resource)
+            self._resource_attrs.append(_attributes(resource.get("attributes")))
+            for ss in rs.get("scopeSpans", []):
+                self._scopes.append(ss.get("scope") or {})
+                for raw in ss.get("spans", []):
+                    trace_id = _hex_id(raw.get("traceId"), 16)
+                    span_id = _hex_id(raw.get("spanId"), 8)
+                    if trace_id is None or span_id is None:
+                        continue
+                    spans = self._traces.setdefault(trace_id, [])
+                    if any(s.span_id == span_id for s in spans):
+                        continue  # a backend stores a span once
+                    start = _int(raw.get("startTimeUnixNano"))
+                    spans.append(_Span(
+                        trace_id, span_id, _hex_id(raw.get("parentSpanId"), 8), start,
+                        _int(raw.get("endTimeUnixNano"), start), raw,
+                        _attributes(raw.get("attributes")), len(self._resources) - 1,
+                        len(self._scopes) - 1))
+
+    @property
+    def trace_ids(self) -> list[str]:
+        return list(self._traces)
+
+    def _service(self, resource: int) -> str:
+        name = self._resource_attrs[resource].get("service.name")
+        return name if isinstance(name, str) and name else _NO_SERVICE
+
+    def _jaeger_span(self, span: _Span, process_id: str) -> dict[str, Any]:
+        raw = span.raw
+        tags = [_tag(k, v) for k, v in span.attrs.items()]
+        scope = self._scopes[span.scope]
+        if scope.get("name"):
+            tags.append(_tag("otel.scope.name", scope["name"]))
+        if scope.get("version"):
+            tags.append(_tag("otel.scope.version", scope["version"]))
+        if 1 <= span.kind < len(_KIND_ENUM):
+            tags.append(_tag("span.kind", _KIND_ENUM[span.kind].removeprefix("SPAN_KIND_").lower()))
+        status = raw.get("status") or {}
+        code = _int(status.get("code"))
+        if code in (1, 2):
+            tags.append(_tag("otel.status_code", "OK" if code == 1 else "ERROR"))
+        if code == 2:
+            tags.append(_tag("error", True))
+        if status.get("message"):
+            tags.append(_tag("otel.status_description", status["message"]))
+        logs = [{"timestamp": _int(e.get("timeUnixNano")) // 1000,
+                 "fields": [_tag("event", e.get("name", ""))]
+                 + [_tag(k, v) for k, v in _attributes(e.get("attributes")).items()]}
+                for e in raw.get("events", [])]
+        references = [] if span.parent_id is None else [{
+            "refType": "CHILD_OF", "traceID": _jaeger_trace_id(span.trace_id),
+            "spanID": span.parent_id}]
+        return {
+            "traceID": _jaeger_trace_id(span.trace_id), "spanID": span.span_id,
+            "operationName": raw.get("name", ""), "references": references,
+            "startTime": span.start_ns // 1000,
+            "duration": max(span.end_ns - span.start_ns, 0) // 1000,
+            "tags": tags, "logs": logs, "processID": process_id, "warnings": None, "flags": 1,
+        }
+
+    def _jaeger_trace(self, spans: list[_Span]) -> dict[str, Any]:
+        process_ids: dict[int, str] = {}
+        processes: dict[str, Any] = {}
+        out = []
+        for span in spans:
+            if span.resource not in process_ids:
+                pid = process_ids[span.resource] = f"p{len(process_ids) + 1}"
+                attrs = self._resource_attrs[span.resource]
+                processes[pid] = {"serviceName": self._service(span.resource), "tags": [
+                    _tag(k, v) for k, v in attrs.items() if k != "service.name"]}
+            out.append(self._jaeger_span(span, process_ids[span.resource]))
+        return {"traceID": _jaeger_trace_id(spans[0].trace_id), "spans": out,
+                "processes": processes, "warnings": None}
+
+    def jaeger_search(self, service: str | None, tags: dict[str, Any] | None = None,
+                      start: int = 0, end: int = 2**62, limit: int | None = None
+                      ) -> list[dict[str, Any]]:
+        """What Jaeger's `GET /api/traces?service=&tags=&start=&end=&limit=` lists: the traces
+        with a span of `service` (None: of any service) starting in [start, end] (us) and
+        carrying every tag (span tags, process tags or log fields), most recent first."""
+        tags = tags or {}
+        found = []
+        for spans in self._traces.values():
+            trace = self._jaeger_trace(spans)
+            processes = trace["processes"]
+            for span in trace["spans"]:
+                process = processes[span["processID"]]
+                other_service = service is not None and process["serviceName"] != service
+                if other_service or not start <= span["startTime"] <= end:
+                    continue
+                known = [*span["tags"], *process["tags"]]
+                known += [f for log in span["logs"] for f in log["fields"]]
+                if all(any(t["key"] == k and _tag_text(t["value"]) == str(v) for t in known)
+                       for k, v in tags.items()):
+                    found.append((min(s.start_ns for s in spans), trace))
+                    break
+        found.sort(key=lambda pair: -pair[0])  # most recent first
+        return [t for _, t in found[:limit]]
+
+
 # -- TraceQL (a small subset) ---------------------------------------------------------------
 class TraceQLError(ValueError):
     pass
@@ -209,7 +336,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class TraceServer(LoopbackService):
+class TraceServer(OtlpStore, LoopbackService):
     handler = _Handler
     thread_name = "lab-trace-server"
 
@@ -221,40 +348,7 @@ class TraceServer(LoopbackService):
         self.tempo_v2 = tempo_v2
         self.outage: tuple[int, str] | None = None
         self.requests: list[tuple[str, str | None]] = []
-        self._resources: list[dict[str, Any]] = []  # raw OTLP resource objects
-        self._resource_attrs: list[dict[str, Any]] = []
-        self._scopes: list[dict[str, Any]] = []
-        self._traces: dict[str, list[_Span]] = {}
-        exports = spans if isinstance(spans, list) else [
-            json.loads(line) for line in Path(spans).read_text().splitlines() if line.strip()]
-        for export in exports:
-            self._add_export(export)
-
-    def _add_export(self, export: dict[str, Any]) -> None:
-        for rs in export.get("resourceSpans", []):
-            resource = rs.get("resource") or {}
-            self._resources.append(resource)
-            self._resource_attrs.append(_attributes(resource.get("attributes")))
-            for ss in rs.get("scopeSpans", []):
-                self._scopes.append(ss.get("scope") or {})
-                for raw in ss.get("spans", []):
-                    trace_id = _hex_id(raw.get("traceId"), 16)
-                    span_id = _hex_id(raw.get("spanId"), 8)
-                    if trace_id is None or span_id is None:
-                        continue
-                    spans = self._traces.setdefault(trace_id, [])
-                    if any(s.span_id == span_id for s in spans):
-                        continue  # a backend stores a span once
-                    start = _int(raw.get("startTimeUnixNano"))
-                    spans.append(_Span(
-                        trace_id, span_id, _hex_id(raw.get("parentSpanId"), 8), start,
-                        _int(raw.get("endTimeUnixNano"), start), raw,
-                        _attributes(raw.get("attributes")), len(self._resources) - 1,
-                        len(self._scopes) - 1))
-
-    @property
-    def trace_ids(self) -> list[str]:
-        return list(self._traces)
+        OtlpStore.__init__(self, read_exports(spans))
 
     # -- HTTP -------------------------------------------------------------------------------
     def _handle(self, req: BaseHTTPRequestHandler) -> None:
@@ -319,10 +413,6 @@ class TraceServer(LoopbackService):
     def _jaeger_error(self, req: BaseHTTPRequestHandler, status: int, msg: str) -> None:
         self._json(req, status, self._jaeger_envelope(None, [{"code": status, "msg": msg}]))
 
-    def _service(self, resource: int) -> str:
-        name = self._resource_attrs[resource].get("service.name")
-        return name if isinstance(name, str) and name else _NO_SERVICE
-
     def _by_id(self, req: BaseHTTPRequestHandler, raw_id: str, api: str) -> None:
         trace_id = _hex_id(raw_id.rjust(32, "0"), 16) if len(raw_id) <= 32 else None
         spans = self._traces.get(trace_id or "")
@@ -341,53 +431,6 @@ class TraceServer(LoopbackService):
             return self._json(req, 200, {"trace": {"resourceSpans": resource_spans}})
         return self._json(req, 200, {"batches": resource_spans})
 
-    def _jaeger_span(self, span: _Span, process_id: str) -> dict[str, Any]:
-        raw = span.raw
-        tags = [_tag(k, v) for k, v in span.attrs.items()]
-        scope = self._scopes[span.scope]
-        if scope.get("name"):
-            tags.append(_tag("otel.scope.name", scope["name"]))
-        if scope.get("version"):
-            tags.append(_tag("otel.scope.version", scope["version"]))
-        if 1 <= span.kind < len(_KIND_ENUM):
-            tags.append(_tag("span.kind", _KIND_ENUM[span.kind].removeprefix("SPAN_KIND_").lower()))
-        status = raw.get("status") or {}
-        code = _int(status.get("code"))
-        if code in (1, 2):
-            tags.append(_tag("otel.status_code", "OK" if code == 1 else "ERROR"))
-        if code == 2:
-            tags.append(_tag("error", True))
-        if status.get("message"):
-            tags.append(_tag("otel.status_description", status["message"]))
-        logs = [{"timestamp": _int(e.get("timeUnixNano")) // 1000,
-                 "fields": [_tag("event", e.get("name", ""))]
-                 + [_tag(k, v) for k, v in _attributes(e.get("attributes")).items()]}
-                for e in raw.get("events", [])]
-        references = [] if span.parent_id is None else [{
-            "refType": "CHILD_OF", "traceID": _jaeger_trace_id(span.trace_id),
-            "spanID": span.parent_id}]
-        return {
-            "traceID": _jaeger_trace_id(span.trace_id), "spanID": span.span_id,
-            "operationName": raw.get("name", ""), "references": references,
-            "startTime": span.start_ns // 1000,
-            "duration": max(span.end_ns - span.start_ns, 0) // 1000,
-            "tags": tags, "logs": logs, "processID": process_id, "warnings": None, "flags": 1,
-        }
-
-    def _jaeger_trace(self, spans: list[_Span]) -> dict[str, Any]:
-        process_ids: dict[int, str] = {}
-        processes: dict[str, Any] = {}
-        out = []
-        for span in spans:
-            if span.resource not in process_ids:
-                pid = process_ids[span.resource] = f"p{len(process_ids) + 1}"
-                attrs = self._resource_attrs[span.resource]
-                processes[pid] = {"serviceName": self._service(span.resource), "tags": [
-                    _tag(k, v) for k, v in attrs.items() if k != "service.name"]}
-            out.append(self._jaeger_span(span, process_ids[span.resource]))
-        return {"traceID": _jaeger_trace_id(spans[0].trace_id), "spans": out,
-                "processes": processes, "warnings": None}
-
     def _jaeger_find(self, req: BaseHTTPRequestHandler, params: dict[str, str]) -> None:
         service = params.get("service")
         if not service:
@@ -401,22 +444,8 @@ class TraceServer(LoopbackService):
             limit = int(params.get("limit", _JAEGER_LIMIT)) or _JAEGER_LIMIT
         except ValueError:
             return self._jaeger_error(req, 400, "malformed parameter")
-        found = []
-        for spans in self._traces.values():
-            trace = self._jaeger_trace(spans)
-            processes = trace["processes"]
-            for span in trace["spans"]:
-                process = processes[span["processID"]]
-                if process["serviceName"] != service or not start <= span["startTime"] <= end:
-                    continue
-                known = [*span["tags"], *process["tags"]]
-                known += [f for log in span["logs"] for f in log["fields"]]
-                if all(any(t["key"] == k and _tag_text(t["value"]) == str(v) for t in known)
-                       for k, v in tags.items()):
-                    found.append((min(s.start_ns for s in spans), trace))
-                    break
-        found.sort(key=lambda pair: -pair[0])  # most recent first
-        self._json(req, 200, self._jaeger_envelope([t for _, t in found[:limit]]))
+        self._json(req, 200, self._jaeger_envelope(self.jaeger_search(service, tags, start, end,
+                                                                      limit)))
 
     # -- Tempo ------------------------------------------------------------------------------
     @staticmethod
