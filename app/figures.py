@@ -15,18 +15,11 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from twice.engine import Analysis, Group
-from twice.layers import BAND_LAYERS, Band, Bands, Layer
+from twice.layers import LAYERS, Band, Bands, Layer, usual_suspects
 from twice.timeline import Kind
 
-# Okabe-Ito: distinguishable with the common colour-vision deficiencies.
-LAYER_COLORS: dict[str, str] = {
-    Layer.SDK_RETRY.value: "#0072B2",  # blue
-    Layer.GATEWAY_RETRY.value: "#56B4E9",  # sky blue
-    Layer.STEP_RETRY.value: "#E69F00",  # orange
-    Layer.REDELIVERY.value: "#D55E00",  # vermillion
-    Layer.MODEL_REEMISSION.value: "#CC79A7",  # reddish purple
-    Layer.UNKNOWN.value: "#999999",  # grey
-}
+# one colour per layer, from the layers table
+LAYER_COLORS: dict[str, str] = {layer.value: LAYERS[layer].colour for layer in Layer}
 
 BAND_LABELS: dict[Band, str] = {
     Band.SECONDS: "seconds",
@@ -139,7 +132,7 @@ def gaps_figure(dups: pd.DataFrame, bands: Bands | None = None,
     gaps = pd.to_numeric(dups["gap_seconds"], errors="coerce").astype(float).clip(lower=0)
     max_gap = float(gaps.max()) if len(gaps) else 0.0
     for band, x0, x1 in _band_edges(bands, max_gap):
-        layers = ", ".join(layer.value.replace("_", " ") for layer in BAND_LAYERS[band])
+        layers = ", ".join(layer.value.replace("_", " ") for layer in usual_suspects(band))
         fig.add_vrect(x0=x0, x1=x1, fillcolor=_BAND_FILLS[band], line_width=0, layer="below",
                       name=band.value,
                       label={"text": f"<b>{BAND_LABELS[band]}</b><br>{layers}",

@@ -16,7 +16,7 @@ from html import escape as _escape
 from app.figures import SVG_MAX_POINTS, duplicates_frame, gaps_figure, timeline_figure
 from app.store import Snapshot
 from twice.engine import Analysis
-from twice.layers import PLAIN_WORDS
+from twice.layers import LAYERS
 from twice.verdict import fmt_gap
 
 STYLE = """
@@ -75,7 +75,7 @@ def build_report(snap: Snapshot, analysis: Analysis) -> str:
             items = "".join(f"<li>{escape(e)}</li>" for e in d.evidence)
             parts.append(
                 f"<div class='{cls}'><h3>{escape(d.layer.value)}: "
-                f"{escape(PLAIN_WORDS[d.layer])}</h3><p>{escape(d.first)} → "
+                f"{escape(LAYERS[d.layer].plain)}</h3><p>{escape(d.first)} → "
                 f"{escape(d.second)}, gap {fmt_gap(d.gap_seconds)} ({escape(d.band.value)}), "
                 f"confidence {d.confidence:.2f}{', protected' if d.protected else ''}</p>"
                 f"<ul>{items}</ul><p><b>Fix:</b> {escape(d.fix)}</p></div>")

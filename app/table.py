@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from twice.engine import Analysis, Group
-from twice.layers import PLAIN_WORDS
+from twice.layers import LAYERS
 from twice.report import attempt_dict
 from twice.verdict import fmt_gap
 
@@ -42,7 +42,7 @@ def _group_panel(group: Group) -> Panel:
         head.append(f"  confidence {d.confidence:.2f}  gap {fmt_gap(d.gap_seconds)} "
                     f"({d.band})" + ("  protected" if d.protected else ""))
         body.append(head)
-        body.append(Text(f"  {PLAIN_WORDS[d.layer]}", style="italic"))
+        body.append(Text(f"  {LAYERS[d.layer].plain}", style="italic"))
         for item in d.evidence:
             body.append(Text(f"  - {item}"))
         body.append(Text(f"  fix: {d.fix}", style="green"))

@@ -21,7 +21,7 @@ from app.view_state import ViewState, link
 from connectors import registry, timeline_file
 from connectors.base import SourceError
 from twice.engine import Analysis, Group
-from twice.layers import CODE_EXAMPLES, PLAIN_WORDS, Layer
+from twice.layers import LAYERS, Layer
 from twice.report import to_contract
 from twice.verdict import fmt_gap
 
@@ -198,7 +198,7 @@ def _verdict(store: Store, snap: Snapshot, analysis: Analysis, state: ViewState,
     second = key.split(":", 1)[1]
     dup = next(d for d in group.duplicates if d.second == second)
     override = _override_for(snap, group.group_id, f"{dup.first}>{dup.second}")
-    st.header(f"{dup.layer.value}: {PLAIN_WORDS[dup.layer]}", anchor="verdict")
+    st.header(f"{dup.layer.value}: {LAYERS[dup.layer].plain}", anchor="verdict")
     cols = st.columns(4)
     cols[0].metric("Confidence", f"{dup.confidence:.2f}")
     cols[1].metric("Gap", fmt_gap(dup.gap_seconds))
@@ -219,8 +219,8 @@ def _verdict(store: Store, snap: Snapshot, analysis: Analysis, state: ViewState,
             st.markdown(f"- **{f.code}** — {md_text(f.detail)}  \n  *Fix:* {md_text(f.fix)}")
     st.subheader("Fix")
     st.markdown(md_text(dup.fix))
-    if dup.layer in CODE_EXAMPLES:
-        st.code(CODE_EXAMPLES[dup.layer], language="python")
+    if LAYERS[dup.layer].code:
+        st.code(LAYERS[dup.layer].code, language="python")
     st.subheader("The two attempts side by side")
     st.dataframe(attempt_comparison(analysis, group.group_id, dup.first, dup.second),
                  width="stretch")

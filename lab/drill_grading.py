@@ -14,15 +14,7 @@ from typing import Any
 from lab.drill_curriculum import Drill
 from lab.drill_question import Gap, customer_attempts, load, question
 from twice.engine import Analysis
-from twice.layers import (
-    BAND_LAYERS,
-    DERIVED_KEY_FIX,
-    FIXES,
-    PLAIN_WORDS,
-    TYPICAL_BANDS,
-    Band,
-    Layer,
-)
+from twice.layers import LAYERS, REMEDIES, Band, Layer, usual_suspects
 from twice.timeline import Kind
 from twice.verdict import fmt_gap
 
@@ -30,38 +22,17 @@ NONE = "none"  # the layer answer "not a duplicate", as truth.json spells it
 
 
 LAYER_CHOICES: dict[str, str] = {
-    **{layer.value: PLAIN_WORDS[layer] for layer in Layer if layer is not Layer.UNKNOWN},
+    **{layer.value: LAYERS[layer].plain for layer in Layer if layer is not Layer.UNKNOWN},
     NONE: "not a duplicate: each charge was asked for",
 }
-FIX_CHOICES: dict[str, str] = {
-    "derived_key": "derive the idempotency key from thread_id:tool_call_id",
-    "client_key": "send a key the HTTP client reuses on its own retries",
-    "proxy_no_retry": "stop the proxy retrying non-idempotent POSTs",
-    "unknown_outcome": "report a timed-out create as unknown, add a status lookup",
-    "visibility_timeout": "raise the queue's visibility timeout above the run time",
-    "effects_record": "keep a durable record of the agent's own effects, check it first",
-    "nothing": "nothing to fix: no second charge was made by a re-execution",
-}
-FIX_TEXT: dict[str, str] = {
-    "derived_key": DERIVED_KEY_FIX[0].upper() + DERIVED_KEY_FIX[1:] + ".",
-    "client_key": FIXES[Layer.SDK_RETRY],
-    "proxy_no_retry": FIXES[Layer.GATEWAY_RETRY],
-    "unknown_outcome": FIXES[Layer.MODEL_REEMISSION],
-    "visibility_timeout": FIXES[Layer.REDELIVERY],
-    "effects_record": ("Keep a durable record of the agent's own effects keyed by the derived "
-                       "key (e.g. a table beside the checkpoints) and check it before any create "
-                       "that resumes after the provider's key retention, or look the object up "
-                       "by its metadata first."),
-    "nothing": "Nothing to change: the provider created one effect per intended call.",
-}
+# the fixes a trainee picks from: every remedy but "export the evidence" (a drill has it all)
+FIX_CHOICES: dict[str, str] = {code: r.short for code, r in REMEDIES.items()
+                               if code != "export_evidence"}
+FIX_TEXT: dict[str, str] = {code: REMEDIES[code].text for code in FIX_CHOICES}
 # Which fixes stop each layer's second charge (a derived key makes any re-execution a replay,
 # except the model's: a new tool call id derives a new key).
 ACCEPTED_FIXES: dict[str, frozenset[str]] = {
-    Layer.SDK_RETRY.value: frozenset({"client_key", "derived_key"}),
-    Layer.GATEWAY_RETRY.value: frozenset({"proxy_no_retry", "derived_key"}),
-    Layer.STEP_RETRY.value: frozenset({"derived_key"}),
-    Layer.REDELIVERY.value: frozenset({"derived_key", "visibility_timeout"}),
-    Layer.MODEL_REEMISSION.value: frozenset({"unknown_outcome"}),
+    **{layer.value: LAYERS[layer].remedies for layer in Layer if layer is not Layer.UNKNOWN},
     NONE: frozenset({"nothing"}),
 }
 # Scenarios whose re-execution came after the provider's key retention: the derived key was
@@ -158,7 +129,7 @@ def explain(drill: Drill, folder: Path) -> Explanation:
                       "again, but the model asks again after a FAILURE; here the first call "
                       "succeeded")
     else:
-        headline = f"{layer}: {PLAIN_WORDS[Layer(layer)]}" + (
+        headline = f"{layer}: {LAYERS[Layer(layer)].plain}" + (
             " (protected: one effect)" if protected else "")
     if protected:
         misled.append("two requests reached the provider, but only one effect: the second was "
@@ -219,12 +190,12 @@ def _control_evidence(analysis: Analysis, customer: str) -> list[str]:
 
 
 def _band_note(layer: str, gap: Gap) -> list[str]:
-    suspects = [x.value for x in BAND_LAYERS[gap.band]]
+    suspects = [x.value for x in usual_suspects(gap.band)]
     where = f"the {fmt_gap(gap.gap_seconds)} gap lands in the {gap.band.value} band"
     if layer == NONE:
         return [f"{where}, where {' / '.join(suspects)} usually lands: timing alone would call "
                 "it a duplicate"]
-    if gap.band not in TYPICAL_BANDS[Layer(layer)]:
+    if gap.band not in LAYERS[Layer(layer)].bands:
         return [f"{where}, where {' / '.join(suspects)} usually lands, not {layer}: the "
                 "fingerprints (tool call ids, keys, receive counts) outweigh the timing"]
     others = [s for s in suspects if s != layer]

@@ -103,7 +103,7 @@ def best_offset(owner: np.ndarray, low: np.ndarray, high: np.ndarray
     starts = np.flatnonzero(cover == top)
     ranges = [(points[i], points[i + 1] if i + 1 < len(points) else points[i]) for i in starts]
     ranges = [r for r in ranges if r[1] >= r[0]]
-    distinct = []
+    distinct: list[tuple[float, float]] = []
     for r in ranges:
         if distinct and r[0] <= distinct[-1][1]:
             distinct[-1] = (distinct[-1][0], max(distinct[-1][1], r[1]))

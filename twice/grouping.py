@@ -114,7 +114,8 @@ def _unlinked_edges(df: pd.DataFrame, window_s: float) -> np.ndarray:
     key = ["subject", "amount", "currency", "object_type"]
     if not df["tool_call_id"].isna().any():
         return np.empty((0, 2), dtype=np.intp)
-    auto = df["initiator"].eq("automatic").fillna(False) if "initiator" in df else False
+    auto = df["initiator"].eq("automatic").fillna(False) if "initiator" in df else \
+        pd.Series(False, index=df.index)
     cand = df.loc[~auto, [*key, "at", "tool_call_id", "thread_id", "_pos"]].dropna(
         subset=["subject", "amount"])
     if len(cand) < 2:

@@ -166,8 +166,8 @@ LAYERS: dict[Layer, LayerInfo] = {info.layer: info for info in (
         _KEYED_CALL),
     LayerInfo(
         Layer.UNKNOWN, "the evidence does not say which layer repeated the call",
-        frozenset(), frozenset(Band), "no fingerprint of any layer", REMEDIES["export_evidence"].text,
-        frozenset({"derived_key"}), 5, "#999999"),
+        frozenset(), frozenset(Band), "no fingerprint of any layer",
+        REMEDIES["export_evidence"].text, frozenset({"derived_key"}), 5, "#999999"),
 )}
 
 # Worst first: the order of "worst layer" summaries.
