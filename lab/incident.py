@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from lab.stripe_server import RequestRecord, StripeServer
+from lab.truth_detail import Exports, IncidentFacts, expected_findings
 
 EFFECT_PATH = "/v1/payment_intents"
 
@@ -32,6 +33,27 @@ class Truth:
     description: str
     protected: bool = False  # the provider deduplicated the re-execution (one effect)
     payment_intents: list[str] = field(default_factory=list)
+    # The detailed truth (`DETAIL_FIELDS`), written only when asked (field realism, the accuracy
+    # harness): clean incidents' truth.json, sample_data's included, stay as they were.
+    realism: str = "clean"  # clean | field
+    related_threads: list[str] = field(default_factory=list)  # other threads of the incident
+    request_ids: list[str] = field(default_factory=list)  # its create requests at the provider
+    expected_findings: list[str] = field(default_factory=list)  # lab.truth_detail
+    variant: dict[str, Any] = field(default_factory=dict)  # what field realism drew
+
+    @property
+    def threads(self) -> list[str]:
+        return [self.thread_id, *self.related_threads]
+
+    def to_json(self, detailed: bool = False) -> str:
+        doc = asdict(self)
+        if not detailed:
+            for name in DETAIL_FIELDS:
+                doc.pop(name)
+        return json.dumps(doc, indent=2) + "\n"
+
+
+DETAIL_FIELDS = ("realism", "related_threads", "request_ids", "expected_findings", "variant")
 
 
 @dataclass(frozen=True)
@@ -59,21 +81,46 @@ def incident_intents(server: StripeServer, customer: str) -> list[dict[str, Any]
     return sorted(intents, key=lambda pi: (pi["created"], pi["id"]))
 
 
-def write_incident(out_dir: Path, server: StripeServer, truth: Truth, story: Story) -> Path:
-    _compact(out_dir / "checkpoints.sqlite")
+def write_incident(
+    out_dir: Path,
+    server: StripeServer,
+    truth: Truth,
+    story: Story,
+    facts: IncidentFacts | None = None,
+) -> Path:
+    """The clean realism's folder: every provider export. With `facts` (the detailed truth)
+    truth.json also names the incident's request ids and the findings it must show."""
+    compact(out_dir / "checkpoints.sqlite")
     server.write_events(out_dir / "events.json")
     server.write_request_log(out_dir / "request_log.csv")
     server.write_logs_tail(out_dir / "stripe_logs.jsonl")
     intents = incident_intents(server, truth.customer)
     truth.effects_created = len(intents)
     truth.payment_intents = [pi["id"] for pi in intents]
-    (out_dir / "truth.json").write_text(json.dumps(asdict(truth), indent=2) + "\n")
-    requests = incident_requests(server, truth.customer)
-    (out_dir / "README.md").write_text(_readme(out_dir, truth, story, requests, server))
+    if facts is not None:
+        truth.request_ids = facts.request_ids
+        truth.expected_findings = expected_findings(facts, Exports(), out_dir / "spans.jsonl")
+    finish_incident(out_dir, server, truth, story, incident_requests(server, truth.customer),
+                    detailed=facts is not None)
     return out_dir
 
 
-def _compact(path: Path) -> None:
+def finish_incident(
+    out_dir: Path,
+    server: StripeServer,
+    truth: Truth,
+    story: Story,
+    requests: list[RequestRecord],
+    *,
+    detailed: bool,
+    extra: str = "",
+) -> None:
+    """truth.json and README.md, after the exports are in place."""
+    (out_dir / "truth.json").write_text(truth.to_json(detailed))
+    (out_dir / "README.md").write_text(_readme(out_dir, truth, story, requests, server, extra))
+
+
+def compact(path: Path) -> None:
     if path.exists():
         conn = sqlite3.connect(str(path))
         try:
@@ -111,6 +158,7 @@ def _readme(
     story: Story,
     requests: list[RequestRecord],
     server: StripeServer,
+    extra: str = "",
 ) -> str:
     files = sorted(p.name for p in out_dir.iterdir() if p.name != "README.md")
     rows = "\n".join(
@@ -151,7 +199,7 @@ Provider requests for this customer (`POST {EFFECT_PATH}`):
 {rows}
 
 Other threads and customers were charged normally in the same window (noise).
-
+{extra}
 ## Files
 
 {chr(10).join(f"- `{name}`" for name in files + ["README.md"])}
