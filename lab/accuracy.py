@@ -192,8 +192,11 @@ def score(truth: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
         honest = strict or (len(named) == 2 and layer in named)
     expected = list(truth.get("expected_findings") or [])
     found = sorted({f["code"] for g in groups for f in g["findings"]})
+    exported = set(truth.get("exported_request_ids", ids)) & ids
     return {
         "truth_layer": layer,
+        # two or more of its requests are named in the exported files (a replay has no event)
+        "visible": len(exported) >= 2,
         "truth_protected": bool(truth.get("protected")),
         "reported_layer": reported,
         "reported_protected": None if chosen is None else bool(chosen.get("protected")),
@@ -311,6 +314,7 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     ok = [r for r in results if "error" not in r]
     dup = [r for r in ok if r["truth_layer"] != NONE]
     controls = [r for r in ok if r["truth_layer"] == NONE]
+    visible = [r for r in dup if r["visible"]]
     confusion: dict[str, Counter[str]] = {}
     for r in ok:
         confusion.setdefault(r["truth_layer"], Counter())[r["reported_layer"]] += 1
@@ -331,6 +335,8 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
         "controls": len(controls),
         "layer_strict": _rate(sum(r["strict"] for r in dup), len(dup)),
         "layer_honest": _rate(sum(r["honest"] for r in dup), len(dup)),
+        "visible_duplicates": len(visible),
+        "layer_strict_visible": _rate(sum(r["strict"] for r in visible), len(visible)),
         "controls_clear": _rate(sum(r["strict"] for r in controls), len(controls)),
         "per_layer": per_layer,
         "confusion": {t: dict(c) for t, c in sorted(confusion.items())},
@@ -406,6 +412,8 @@ def render(summary: dict[str, Any], title: str = "") -> str:
         f"{summary['controls']} controls, {len(summary['errors'])} failed to generate/analyse)",
         f"correct layer, strict: {_pct(summary['layer_strict'])}    "
         f"honest (two declared candidates): {_pct(summary['layer_honest'])}",
+        f"  on the {summary['visible_duplicates']} whose two requests the exports name: "
+        f"{_pct(summary['layer_strict_visible'])} strict",
         f"controls with nothing reported: {_pct(summary['controls_clear'])}",
         f"false duplicates: {fd['total']} (on controls {fd['on_controls']}, on noise "
         f"{fd['on_noise']}; unprotected {fd['unprotected']}; in {fd['incidents_with_any']} "
@@ -416,7 +424,8 @@ def render(summary: dict[str, Any], title: str = "") -> str:
     if t["generation_s"]:
         lines.append(
             f"time per incident: generation {t['generation_s']['mean']:.1f} s "
-            f"(run alone {t['generation_run_s']['mean']:.1f} s, max {t['generation_s']['max']:.1f})"
+            f"(without imports {t['generation_run_s']['mean']:.1f} s, max "
+            f"{t['generation_s']['max']:.1f})"
             f", analysis {t['analysis_s']['mean']:.2f} s (engine {t['engine_s']['mean']:.2f} s)")
     for f in fd["examples"][:6]:
         lines.append(f"  false: seed {f['seed']} {f['scenario']}: {f['first']} -> {f['second']} "

@@ -44,7 +44,13 @@ from lab.lab_run import AMOUNTS, Bench, bench
 from lab.scenario_kit import ScenarioResult, agent_time
 from lab.stripe_server import StripeServer
 from lab.stripe_wire import API_VERSION
-from lab.truth_detail import Exports, collect_facts, events_record_keys, expected_findings
+from lab.truth_detail import (
+    Exports,
+    collect_facts,
+    events_record_keys,
+    expected_findings,
+    exported_request_ids,
+)
 
 # scenario -> weight in a range of field seeds: every layer well represented, controls ~1/4
 FIELD_MIX: dict[str, int] = {
@@ -76,7 +82,7 @@ API_VERSIONS = ("2018-02-28", "2019-12-03", "2020-08-27", "2022-11-15", "2023-10
                 "2024-06-20", "2025-03-31.basil", API_VERSION)
 INSTRUMENTATIONS = {"lab": 0.40, "openinference": 0.35, "none": 0.25}
 TRACE_FORMATS = {"otlp": 0.6, "jaeger": 0.4}
-INLINE_CUSTOMERS = 200
+INLINE_CUSTOMERS = 2000
 DAY_START = dt.datetime(2025, 1, 6, tzinfo=dt.UTC)
 DAY_RANGE = 175  # days: incidents fall in the first half of 2025
 
@@ -160,6 +166,9 @@ def draw_variant(name: str, seed: int) -> dict[str, Any]:
         "renewals": _draw_renewals(rng),
         "dashboard_edits": _draw_edits(rng),
     }
+    # the model's tool call ids (Anthropic `toolu_01...`, OpenAI `call_...`); a scenario that
+    # names its model keeps it
+    variant["model_ids"] = rng.choice(("anthropic", "openai"))
     return variant
 
 
@@ -233,6 +242,7 @@ def run_field(
                clock_offset=variant["clock_offset"], **_server_options(variant)) as b:
         applied = _instrumentation(b, variant)
         b.think_range = (variant["think_range"][0], variant["think_range"][1])
+        b.model.id_style = variant["model_ids"]
         # the scenario's own noise draws from an account's worth of customers, not a dozen
         b.noise_customers = enrol_customers(b, random.Random(f"field-inline:{name}:{seed}"),
                                             INLINE_CUSTOMERS)
@@ -308,6 +318,7 @@ def _field_truth(truth: Truth, facts: Any, variant: dict[str, Any], out: Path) -
         events_record_keys=events_record_keys(applied["api_version"]),
     )
     truth.expected_findings = expected_findings(facts, exports, out / "spans.jsonl")
+    truth.exported_request_ids = exported_request_ids(out, facts.request_ids)
     truth.variant = variant
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from lab.stripe_server import RequestRecord, StripeServer
-from lab.truth_detail import Exports, IncidentFacts, expected_findings
+from lab.truth_detail import Exports, IncidentFacts, expected_findings, exported_request_ids
 
 EFFECT_PATH = "/v1/payment_intents"
 
@@ -38,6 +38,7 @@ class Truth:
     realism: str = "clean"  # clean | field
     related_threads: list[str] = field(default_factory=list)  # other threads of the incident
     request_ids: list[str] = field(default_factory=list)  # its create requests at the provider
+    exported_request_ids: list[str] = field(default_factory=list)  # those the files name
     expected_findings: list[str] = field(default_factory=list)  # lab.truth_detail
     variant: dict[str, Any] = field(default_factory=dict)  # what field realism drew
 
@@ -53,7 +54,8 @@ class Truth:
         return json.dumps(doc, indent=2) + "\n"
 
 
-DETAIL_FIELDS = ("realism", "related_threads", "request_ids", "expected_findings", "variant")
+DETAIL_FIELDS = ("realism", "related_threads", "request_ids", "exported_request_ids",
+                 "expected_findings", "variant")
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ def write_incident(
     if facts is not None:
         truth.request_ids = facts.request_ids
         truth.expected_findings = expected_findings(facts, Exports(), out_dir / "spans.jsonl")
+        truth.exported_request_ids = exported_request_ids(out_dir, facts.request_ids)
     finish_incident(out_dir, server, truth, story, incident_requests(server, truth.customer),
                     detailed=facts is not None)
     return out_dir

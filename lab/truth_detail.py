@@ -249,3 +249,17 @@ def iter_otlp_spans(doc: dict[str, Any]) -> Iterable[dict[str, Any]]:
     for resource in doc.get("resourceSpans", []):
         for scope in resource.get("scopeSpans", []):
             yield from scope.get("spans", [])
+
+
+def exported_request_ids(folder: Path, request_ids: Collection[str]) -> list[str]:
+    """The incident's request ids that some exported file names: the provider's events, request
+    log or `stripe logs tail` lines, or a span's captured Request-Id response header. A replay
+    emits no event: with events alone, a protected retry leaves one visible request."""
+    wanted = set(request_ids)
+    seen: set[str] = set()
+    for path in sorted(folder.iterdir()):
+        if path.name in ("truth.json", "README.md", "checkpoints.sqlite") or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        seen.update(i for i in wanted if i in text)
+    return [i for i in request_ids if i in seen]
