@@ -97,7 +97,11 @@ def thread_ranges(folder: Path) -> dict[str, tuple[float, float]]:
 def test_a_variant_is_a_function_of_scenario_and_seed_and_stays_in_its_ranges() -> None:
     assert draw_variant("step_retry", 1234) == draw_variant("step_retry", 1234)
     assert draw_variant("step_retry", 1234) != draw_variant("step_retry", 1235)
-    offsets, instruments, formats, absent, fixed = [], Counter(), Counter(), Counter(), 0
+    offsets: list[float] = []
+    instruments: Counter[str] = Counter()
+    formats: Counter[str] = Counter()
+    absent: Counter[str] = Counter()
+    fixed = 0
     for seed in range(300):
         for name in ("step_retry", "model_reemission", "redelivery", "human_pause"):
             v = draw_variant(name, seed)
