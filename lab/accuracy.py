@@ -49,6 +49,15 @@ DEV_SEEDS = range(1000, 2000)
 HELD_OUT_SEEDS = range(900_000, 901_000)
 CI_SEEDS = range(5000, 5020)
 CLEAN_SEED = 7  # clean realism: the scenarios at the samples' seed, unless seeds are given
+# The CI gate's 20 field incidents: one scenario forced per seed of CI_SEEDS, so every layer (the
+# step and model timeouts drawn across the bands) and every control is there
+CI_SCENARIOS = (
+    "sdk_retry", "sdk_retry", "sdk_retry_replayed", "gateway_retry", "gateway_retry",
+    "step_retry", "step_retry", "step_retry", "redelivery", "redelivery",
+    "model_reemission", "model_reemission", "model_reemission", "human_pause", "human_pause",
+    "control_new_turn", "control_renewal", "control_same_amount", "control_two_subscriptions",
+    "control_declined_retry",
+)
 
 LAYERS = ("sdk_retry", "gateway_retry", "step_retry", "redelivery", "model_reemission")
 NONE = "none"
@@ -440,7 +449,9 @@ def render(summary: dict[str, Any], title: str = "") -> str:
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seeds", type=int, required=True, help="how many incidents")
+    parser.add_argument("--seeds", type=int, default=None, help="how many incidents")
+    parser.add_argument("--ci", action="store_true",
+                        help="the CI gate's 20 field incidents (tests/lab/test_accuracy.py)")
     parser.add_argument("--start", type=int, default=None,
                         help=f"first seed (default: field {DEV_SEEDS.start}, the DEV range; "
                              f"clean {CLEAN_SEED})")
@@ -457,6 +468,18 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
                                                                    "once (at most 2)")
 
 
+def ci_specs() -> list[Spec]:
+    return [Spec("field", seed, name) for seed, name in zip(CI_SEEDS, CI_SCENARIOS, strict=True)]
+
+
+def clean_specs(seed: int = CLEAN_SEED, only_samples: bool = False) -> list[Spec]:
+    """Every clean scenario (or only the samples') at one seed."""
+    from lab.scenarios import SCENARIOS
+
+    names = list(SCENARIOS) if only_samples else clean_scenarios()
+    return [Spec("clean", seed, name) for name in names]
+
+
 def specs_for(realism: str, count: int, start: int | None) -> list[Spec]:
     if realism == "clean" and start is None:
         # every clean scenario at the samples' seed, then again at the next seeds
@@ -468,8 +491,17 @@ def specs_for(realism: str, count: int, start: int | None) -> list[Spec]:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    specs = specs_for(args.realism, args.seeds, args.start)
-    label = args.label or (f"{args.realism}:{specs[0].seed}-{specs[-1].seed}" if specs else "")
+    if args.ci:
+        specs = ci_specs()
+        label = args.label or f"field:ci:{CI_SEEDS.start}-{CI_SEEDS.stop - 1}"
+    elif args.seeds is None:
+        print("twice lab eval: give --seeds N (or --ci)", file=sys.stderr)
+        return 2
+    else:
+        specs = specs_for(args.realism, args.seeds, args.start)
+        first, last = specs[0].seed, specs[-1].seed
+        label = args.label or (f"{args.realism}:{first}-{last}" if first != last
+                               else f"{args.realism}:scenarios@{first}")
 
     def progress(r: dict[str, Any]) -> None:
         if "error" in r:
@@ -482,7 +514,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
     result = run(specs, jobs=args.jobs, keep=Path(args.keep) if args.keep else None,
                  progress=progress)
-    result["summary"].update(label=label, realism=args.realism,
+    result["summary"].update(label=label, realism=specs[0].realism if specs else args.realism,
                              seeds=[s.seed for s in specs],
                              generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
                              engine_commit=_git_commit())

@@ -10,7 +10,9 @@ Besides ordinary charges of many customers, a busy day holds what makes producti
 - neighbours: another customer charged the identical amount and currency 1-5 s after one of the
   incident's charges, by another thread;
 - the incident's own customer charged other amounts by other threads the same day;
-- refunds of some of the day's charges (a support agent through the API, no agent thread).
+- refunds of some of the day's charges (a support agent through the API, no agent thread);
+- web checkouts: PaymentIntents another service creates without a customer (guest payments of
+  the same common prices), through the API with the SDK's own keys, no agent thread.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from urllib.parse import parse_qsl
 
 import stripe
 
-from lab.agent import API_KEY, KeyMode, ToolOptions, Worker
+from lab.agent import API_KEY, PAYMENT_METHOD, KeyMode, ToolOptions, Worker
 from lab.lab_run import AMOUNTS, Bench
 from lab.model import BASE62
 from lab.scenario_kit import agent_time, charges_of, land_run_at
@@ -212,6 +214,25 @@ class BusyDay:
             refund = client.v1.refunds.create(params={"payment_intent": intent})
             self.latest = max(self.latest, self.b.clock.now())
             out.append({"payment_intent": intent, "refund": refund.id, "at": _iso(when)})
+        return out
+
+    def checkouts(self, count: int) -> list[dict[str, Any]]:
+        """Guest payments from the web shop: no customer, common prices, around the incident."""
+        client = stripe.StripeClient(API_KEY, base_addresses={"api": self.b.server.url},
+                                     max_network_retries=0)
+        out = []
+        for _ in range(count):
+            when = self._start_near_incident()
+            amount = self.rng.choice(AMOUNTS)
+            currency = self.rng.choice(("usd", "usd", "usd", "eur"))
+            order = f"ord_{_chars(self.rng, 10)}"
+            self.b.travel_to(when)
+            intent = client.v1.payment_intents.create(params={
+                "amount": amount, "currency": currency, "confirm": True,
+                "payment_method": PAYMENT_METHOD, "metadata": {"order_id": order}})
+            self.latest = max(self.latest, self.b.clock.now())
+            out.append({"payment_intent": intent.id, "amount": amount, "currency": currency,
+                        "at": _iso(when)})
         return out
 
     def _intent_of(self, record: RequestRecord) -> str | None:

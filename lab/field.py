@@ -17,7 +17,8 @@ What a variant draws (all recorded in truth.json's `variant`):
   (OTLP lines, Jaeger JSON), per-worker span clock skew, whether the queue's receive log exists;
 - the busy day: 60-90 other threads interleaved with the incident, neighbours (another customer,
   the same amount and currency, 1-5 s after an incident charge), other threads of the incident's
-  own customer, refunds, subscription renewals (automatic flows) and dashboard edits.
+  own customer, refunds, guest checkouts without a customer (5-40), subscription renewals
+  (automatic flows) and dashboard edits.
 
 Some of these need lab APIs being added in parallel; each sits behind one small function below
 marked `# seam:` that does today the closest thing available, while the variant records what was
@@ -169,6 +170,8 @@ def draw_variant(name: str, seed: int) -> dict[str, Any]:
     # the model's tool call ids (Anthropic `toolu_01...`, OpenAI `call_...`); a scenario that
     # names its model keeps it
     variant["model_ids"] = rng.choice(("anthropic", "openai"))
+    # guest payments the web shop creates in the same window (no customer, common prices)
+    variant["busy_day"]["checkouts"] = rng.randint(5, 40)
     return variant
 
 
@@ -284,11 +287,12 @@ def _busy_day(b: Bench, truth: Truth, variant: dict[str, Any],
     ran = busy.run_all(runs)
     neighbours = busy.neighbours(day["neighbours"], truth.customer)
     refunds = busy.refunds(day["refunds"], [r.thread for r in runs if r.kind == "noise"])
+    checkouts = busy.checkouts(day["checkouts"])
     renewals = _renewals(b, busy, truth, variant)
     edits = _dashboard_edits(b, busy, truth, variant)
     busy.back_to_latest()
     return {"busy_day_run": {**ran, "workers": busy.record["workers"]},
-            "neighbours_run": neighbours, "refunds_run": refunds,
+            "neighbours_run": neighbours, "refunds_run": refunds, "checkouts_run": checkouts,
             "renewals_resolved": renewals, "dashboard_edits_resolved": edits}
 
 
@@ -480,7 +484,8 @@ and a busy day around it, drawn from the seed (all of it in truth.json's `varian
   {', '.join(shipped)}
 - {day['threads']} other threads interleaved in the window, {day['neighbours']} neighbour(s)
   charged the same amount 1-5 s after an incident charge, {day['same_customer_threads']}
-  other thread(s) of the same customer, {day['refunds']} refund(s)
+  other thread(s) of the same customer, {day['refunds']} refund(s), {day['checkouts']} guest
+  checkout(s) without a customer
 - instrumentation drawn: {variant['instrumentation']}, trace format: {variant['trace_format']},
   API version: {variant['api_version']}; drawn but not yet in the files: {pending}
 """

@@ -1,0 +1,125 @@
+"""The accuracy harness as a CI gate: twice on 20 field incidents at fixed seeds of their own
+range (CI_SEEDS, 5000-5019, one scenario forced per seed so every layer and control is there) and
+on the clean scenarios (the samples' seed), against floors.
+
+The field floors are what the engine must reach; it does not yet, so that test is an expected
+failure until the engine work lands (issue 11). The clean floor holds today. docs/accuracy.md
+explains the measures; `python -m lab eval` prints the same numbers for any seed range.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lab import accuracy
+
+FIELD_LAYER_FLOOR = 0.85  # correct layer on the duplicate incidents, honest measure
+MAX_FALSE_DUPLICATES = 0  # reported pairs that are not the incident's own (controls included)
+FINDINGS_FLOOR = 0.9  # expected findings reported in the incident's group
+CLEAN_LAYER_FLOOR = 1.0  # strict, and no control flagged
+
+FIELD_SPECS = accuracy.ci_specs()  # 20 incidents, every layer and control, seeds 5000-5019
+CLEAN_SPECS = accuracy.clean_specs()  # every clean scenario (samples and new controls), seed 7
+
+
+@pytest.fixture(scope="module")
+def field_run() -> dict[str, Any]:
+    return accuracy.run(FIELD_SPECS)
+
+
+@pytest.fixture(scope="module")
+def clean_run() -> dict[str, Any]:
+    return accuracy.run(CLEAN_SPECS)
+
+
+def test_every_field_incident_is_generated_and_scored(field_run: dict[str, Any]) -> None:
+    summary = field_run["summary"]
+    assert summary["errors"] == []
+    assert [r["scenario"] for r in field_run["incidents"]] == list(accuracy.CI_SCENARIOS)
+    assert [r["seed"] for r in field_run["incidents"]] == list(accuracy.CI_SEEDS)
+    for r in field_run["incidents"]:
+        assert r["truth_layer"] in (*accuracy.LAYERS, accuracy.NONE)
+        assert r["time"]["generation_s"] > 0 and r["time"]["engine_s"] > 0
+    assert summary["duplicate_incidents"] >= 12 and summary["controls"] >= 5
+
+
+@pytest.mark.xfail(strict=False, reason="engine work in progress: issue 11")
+def test_field_accuracy_floors(field_run: dict[str, Any]) -> None:
+    summary = field_run["summary"]
+    report = accuracy.render(summary, "field, CI seeds")
+    assert summary["layer_honest"] >= FIELD_LAYER_FLOOR, report
+    assert summary["false_duplicates"]["total"] <= MAX_FALSE_DUPLICATES, report
+    assert summary["findings"]["recall"] >= FINDINGS_FLOOR, report
+
+
+def test_clean_scenarios_floor(clean_run: dict[str, Any]) -> None:
+    summary = clean_run["summary"]
+    report = accuracy.render(summary, "clean, the samples' seed")
+    assert summary["errors"] == [], report
+    assert summary["layer_strict"] >= CLEAN_LAYER_FLOOR, report
+    assert summary["controls_clear"] == 1.0, report
+    assert summary["false_duplicates"]["total"] == 0, report
+
+
+# ---------------------------------------------------------------------------- scoring rules
+
+
+def _attempt(attempt_id: str, subject: str = "cus_A") -> dict[str, Any]:
+    return {"attempt_id": attempt_id, "request_id": attempt_id, "subject": subject,
+            "at": "2025-03-04T10:00:00Z"}
+
+
+def _report(*groups: tuple[list[dict[str, Any]], list[dict[str, Any]]]) -> dict[str, Any]:
+    return {"groups": [{"attempts": a, "duplicates": d, "findings": [{"code": "key_missing"}]}
+                       for a, d in groups]}
+
+
+def _dup(first: str, second: str, layer: str, **extra: Any) -> dict[str, Any]:
+    return {"first": first, "second": second, "layer": layer, "protected": False, **extra}
+
+
+def test_strict_and_honest_are_scored_apart() -> None:
+    truth = {"layer": "step_retry", "request_ids": ["req_1", "req_2"],
+             "expected_findings": ["key_missing", "span_missing"]}
+    hedged = _dup("req_1", "req_2", "sdk_retry",
+                  alternatives=[{"layer": "step_retry", "why": "a 2 s timeout"}])
+    result = accuracy.score(truth, _report(([_attempt("req_1"), _attempt("req_2")], [hedged])))
+    assert (result["reported_layer"], result["strict"], result["honest"]) == \
+        ("sdk_retry", False, True)
+    assert result["findings_hit"] == ["key_missing"] and result["false_duplicates"] == []
+    # three candidate layers are a shrug, not an answer
+    shrug = _dup("req_1", "req_2", "sdk_retry", alternatives=[
+        {"layer": "step_retry", "why": ""}, {"layer": "gateway_retry", "why": ""}])
+    result = accuracy.score(truth, _report(([_attempt("req_1"), _attempt("req_2")], [shrug])))
+    assert not result["honest"]
+    # nothing reported for the incident's requests: missed
+    assert accuracy.score(truth, _report())["reported_layer"] == accuracy.MISSED
+
+
+def test_the_first_unprotected_duplicate_names_the_layer() -> None:
+    truth = {"layer": "redelivery", "request_ids": ["req_1", "req_2", "req_3"]}
+    attempts = [_attempt("req_1"), _attempt("req_2"), _attempt("req_3")]
+    dups = [_dup("req_1", "req_2", "sdk_retry", protected=True),
+            _dup("req_2", "req_3", "redelivery")]
+    assert accuracy.score(truth, _report((attempts, dups)))["reported_layer"] == "redelivery"
+
+
+def test_false_duplicates_on_controls_and_on_noise() -> None:
+    control = {"layer": "none", "request_ids": ["req_1", "req_2"]}
+    report = _report(
+        ([_attempt("req_1"), _attempt("req_2")], [_dup("req_1", "req_2", "model_reemission")]),
+        ([_attempt("req_8", "cus_B"), _attempt("req_9", "cus_C")],
+         [_dup("req_8", "req_9", "sdk_retry")]),
+    )
+    result = accuracy.score(control, report)
+    assert result["reported_layer"] == "model_reemission" and not result["strict"]
+    assert [f["on"] for f in result["false_duplicates"]] == ["controls", "noise"]
+    assert result["false_duplicates"][1]["customers"] == ["cus_B", "cus_C"]
+    # on a duplicate incident, its own pair is true and a neighbour joined to it is false
+    truth = {"layer": "step_retry", "request_ids": ["req_1", "req_2"]}
+    joined = _report(([_attempt("req_1"), _attempt("req_2"), _attempt("req_7", "cus_N")],
+                      [_dup("req_1", "req_2", "step_retry"), _dup("req_2", "req_7", "sdk_retry")]))
+    (false,) = accuracy.score(truth, joined)["false_duplicates"]
+    assert false["on"] == "noise" and false["touches_incident"]
