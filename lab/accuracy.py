@@ -526,7 +526,7 @@ def run_eval(args: argparse.Namespace) -> int:
     result["summary"].update(label=label, realism=specs[0].realism if specs else args.realism,
                              seeds=[s.seed for s in specs],
                              generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                             engine_commit=_git_commit())
+                             engine_commit=_git("HEAD"), engine_tree=_git("HEAD:twice"))
     print(render(result["summary"], f"{label} ({len(specs)} incidents)"))
     out = Path(args.out) if args.out else Path(tempfile.gettempdir()) / (
         f"twice-accuracy-{label.replace(':', '-')}.json")
@@ -548,9 +548,11 @@ def write_results(path: Path, label: str, result: dict[str, Any]) -> None:
     path.write_text(json.dumps(doc, indent=1) + "\n")
 
 
-def _git_commit() -> str | None:
+def _git(revision: str) -> str | None:
+    """A commit (or, for `HEAD:twice`, the engine's source tree: the same hash means the same
+    engine code whatever else changed)."""
     try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+        done = subprocess.run(["git", "rev-parse", revision], cwd=ROOT, capture_output=True,
                               text=True, timeout=10)
     except OSError:
         return None
