@@ -331,14 +331,16 @@ def _pending(variant: dict[str, Any], applied: dict[str, Any]) -> list[str]:
     pending = []
     if variant["instrumentation"] != applied["instrumentation"]:
         pending.append("instrumentation")
-    if variant["trace_format"] != applied["trace_format"]:
+    spans = applied["trace_format"] is not None  # no spans: no format, no span clocks
+    if spans and variant["trace_format"] != applied["trace_format"]:
         pending.append("trace_format")
     if variant["api_version"] != applied["api_version"]:
         pending.append("api_version")
     if variant["exports"]["request_log"] and \
             variant["request_log_precision"] != applied.get("request_log_precision"):
         pending.append("request_log_precision")
-    if any(variant["span_clock_offsets"].values()) and not applied["span_clock_offsets"]:
+    if spans and any(variant["span_clock_offsets"].values()) and \
+            not applied["span_clock_offsets"]:
         pending.append("span_clock_offsets")
     if variant["renewals"] and not applied["renewals"]:
         pending.append("renewals")
