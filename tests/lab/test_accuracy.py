@@ -9,13 +9,18 @@ explains the measures; `python -m lab eval` prints the same numbers for any seed
 
 from __future__ import annotations
 
+import itertools
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lab import accuracy
 
-FIELD_LAYER_FLOOR = 0.85  # correct layer on the duplicate incidents, honest measure
+# correct layer on the 15 duplicate incidents, honest measure: at most one miss (one of them, a
+# protected retry whose replay only the provider's idempotency cache saw, may be invisible)
+FIELD_LAYER_FLOOR = 0.9
 MAX_FALSE_DUPLICATES = 0  # reported pairs that are not the incident's own (controls included)
 FINDINGS_FLOOR = 0.9  # expected findings reported in the incident's group
 CLEAN_LAYER_FLOOR = 1.0  # strict, and no control flagged
@@ -123,3 +128,41 @@ def test_false_duplicates_on_controls_and_on_noise() -> None:
                       [_dup("req_1", "req_2", "step_retry"), _dup("req_2", "req_7", "sdk_retry")]))
     (false,) = accuracy.score(truth, joined)["false_duplicates"]
     assert false["on"] == "noise" and false["touches_incident"]
+
+
+def test_a_results_file_keeps_the_other_runs(tmp_path: Path) -> None:
+    out = tmp_path / "accuracy.json"
+    accuracy.write_results(out, "before", {"summary": {"layer_strict": 0.5}, "incidents": []})
+    accuracy.write_results(out, "after", {"summary": {"layer_strict": 0.9}, "incidents": []})
+    accuracy.write_results(out, "after", {"summary": {"layer_strict": 0.95}, "incidents": []})
+    runs = json.loads(out.read_text())["runs"]
+    assert {k: v["summary"]["layer_strict"] for k, v in runs.items()} == \
+        {"before": 0.5, "after": 0.95}
+
+
+def test_seed_ranges_do_not_overlap_and_specs_follow_them() -> None:
+    ranges = [accuracy.DEV_SEEDS, accuracy.HELD_OUT_SEEDS, accuracy.CI_SEEDS]
+    for a, b in itertools.combinations(ranges, 2):
+        assert not set(a) & set(b)
+    assert [s.seed for s in accuracy.specs_for("field", 3, None)] == [1000, 1001, 1002]
+    clean = accuracy.specs_for("clean", 14, None)
+    assert {s.scenario for s in clean} == set(accuracy.clean_scenarios())
+    assert [s.seed for s in clean][-2:] == [accuracy.CLEAN_SEED + 1] * 2
+
+
+def test_the_summary_and_its_table() -> None:
+    ok = {"seed": 1, "realism": "field", "scenario": "step_retry", "truth_layer": "step_retry",
+          "reported_layer": "sdk_retry", "strict": False, "honest": True, "visible": True,
+          "expected_findings": ["key_regenerated"], "findings_hit": [],
+          "false_duplicates": [], "time": {"generation_s": 4.0, "generation_run_s": 3.0,
+                                           "analysis_s": 0.3, "engine_s": 0.2}, "variant": {}}
+    control = ok | {"seed": 2, "scenario": "control_new_turn", "truth_layer": "none",
+                    "reported_layer": "missed", "strict": True, "honest": True,
+                    "expected_findings": []}
+    summary = accuracy.summarize([ok, control, {"seed": 3, "error": "boom"}])
+    assert summary["layer_strict"] == 0.0 and summary["layer_honest"] == 1.0
+    assert summary["controls_clear"] == 1.0 and summary["findings"]["recall"] == 0.0
+    assert summary["confusion"] == {"step_retry": {"sdk_retry": 1}, "none": {"missed": 1}}
+    assert summary["errors"] == [{"seed": 3, "error": "boom"}]
+    table = accuracy.render(summary)
+    assert "step_retry" in table and "honest" in table and "seed 3: boom" in table
