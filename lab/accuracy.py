@@ -379,7 +379,9 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
             "engine_s": _stats([r["time"]["engine_s"] for r in ok
                                 if r["time"]["engine_s"] is not None]),
         },
-        "by_instrumentation": _by(ok, lambda r: str(r.get("variant", {}).get("instrumentation"))),
+        # the clean realism always has the lab's spans
+        "by_instrumentation": _by(ok, lambda r: str((r.get("variant") or {}).get(
+            "instrumentation", "lab"))),
         "by_scenario": _by(ok, lambda r: str(r["scenario"])),
     }
 

@@ -47,6 +47,7 @@ from lab.stripe_server import StripeServer
 from lab.stripe_wire import API_VERSION
 from lab.truth_detail import (
     Exports,
+    IncidentFacts,
     collect_facts,
     events_record_keys,
     expected_findings,
@@ -304,7 +305,7 @@ def _sort_provider_records(server: StripeServer) -> None:
     server.requests.sort(key=lambda r: r.created)
 
 
-def _field_truth(truth: Truth, facts: Any, variant: dict[str, Any], out: Path) -> None:
+def _field_truth(truth: Truth, facts: IncidentFacts, variant: dict[str, Any], out: Path) -> None:
     succeeded = [pi for pi in facts.intents if pi.get("status") == "succeeded"]
     truth.effects_created = len(succeeded)
     truth.payment_intents = [pi["id"] for pi in succeeded]
