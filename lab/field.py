@@ -48,10 +48,12 @@ from lab.stripe_wire import API_VERSION
 from lab.truth_detail import (
     Exports,
     IncidentFacts,
+    ToolSpan,
     collect_facts,
     events_record_keys,
     expected_findings,
     exported_request_ids,
+    tool_spans,
 )
 
 # scenario -> weight in a range of field seeds: every layer well represented, controls ~1/4
@@ -267,11 +269,13 @@ def run_field(
     if not exports["queue_log"]:
         for log in ("sqs.jsonl", "queue.jsonl"):
             (out / log).unlink(missing_ok=True)
+    # the tool spans as the workers exported them, before they are converted or dropped
+    spans = tool_spans(out / "spans.jsonl") if (out / "spans.jsonl").exists() else []
     applied["trace_format"] = _span_export(out, variant, applied["instrumentation"])
     variant.update(resolved)
     variant["applied"] = applied
     variant["pending_seams"] = _pending(variant, applied)
-    _field_truth(truth, facts, variant, out)
+    _field_truth(truth, facts, variant, out, spans)
     finish_incident(out, server, truth, story, facts.requests, detailed=True,
                     extra=_readme_section(name, seed, variant))
     return out, server
@@ -305,7 +309,8 @@ def _sort_provider_records(server: StripeServer) -> None:
     server.requests.sort(key=lambda r: r.created)
 
 
-def _field_truth(truth: Truth, facts: IncidentFacts, variant: dict[str, Any], out: Path) -> None:
+def _field_truth(truth: Truth, facts: IncidentFacts, variant: dict[str, Any], out: Path,
+                 spans: list[ToolSpan]) -> None:
     succeeded = [pi for pi in facts.intents if pi.get("status") == "succeeded"]
     truth.effects_created = len(succeeded)
     truth.payment_intents = [pi["id"] for pi in succeeded]
@@ -322,7 +327,8 @@ def _field_truth(truth: Truth, facts: IncidentFacts, variant: dict[str, Any], ou
         spans=applied["instrumentation"] != "none",
         events_record_keys=events_record_keys(applied["api_version"]),
     )
-    truth.expected_findings = expected_findings(facts, exports, out / "spans.jsonl")
+    truth.expected_findings = expected_findings(facts, exports, spans,
+                                                applied["span_clock_offsets"])
     truth.exported_request_ids = exported_request_ids(out, facts.request_ids)
     truth.variant = variant
 

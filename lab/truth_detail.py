@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -132,12 +132,17 @@ def events_record_keys(api_version: str | None) -> bool:
 
 
 def expected_findings(
-    facts: IncidentFacts, exports: Exports, spans_path: Path | None = None
+    facts: IncidentFacts,
+    exports: Exports,
+    spans: Path | list[ToolSpan] | None = None,
+    span_clock_offsets: dict[str, float] | None = None,
 ) -> list[str]:
     """The finding codes an analysis must report for the incident's logical call.
 
     Empty when fewer than two requests reached the provider: an analysis lists only calls that
-    executed more than once, so a single request has no group to carry findings."""
+    executed more than once, so a single request has no group to carry findings. `spans`: the
+    OTLP JSON lines file, or its tool spans read before the file was converted or dropped;
+    `span_clock_offsets`: how far each worker's span clock runs from the agent's."""
     requests = facts.requests
     if len(requests) < 2:
         return []
@@ -179,8 +184,11 @@ def expected_findings(
     if any(r.replayed for r in requests):
         codes.append("replayed")
     # span_missing: spans are exported and a request has no tool span around it
-    if exports.spans and spans_path is not None and spans_path.exists():
-        spans = tool_spans(spans_path)
+    if isinstance(spans, Path):
+        spans = tool_spans(spans) if spans.exists() else None
+    if spans is not None and span_clock_offsets:
+        spans = [s.unskewed(span_clock_offsets) for s in spans]
+    if exports.spans and spans is not None:
         for r in requests:
             at = r.created - facts.clock_offset  # the agent's clock, the spans' clock
             thread = thread_of(r)
@@ -204,8 +212,14 @@ def expected_findings(
 class ToolSpan:
     call_id: str | None
     thread_id: str | None
-    start: float  # unix seconds
+    start: float  # unix seconds, on the worker's span clock
     end: float
+    worker: str | None = None  # host.name
+
+    def unskewed(self, offsets: dict[str, float]) -> ToolSpan:
+        """The span on the agent's clock, given each worker's span clock offset."""
+        shift = offsets.get(self.worker or "", 0.0)
+        return replace(self, start=self.start - shift, end=self.end - shift)
 
 
 def _covers(span: ToolSpan, at: float, call: str | None, thread: str | None) -> bool:
@@ -232,7 +246,8 @@ def tool_spans(path: Path) -> list[ToolSpan]:
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
-        for span in iter_otlp_spans(json.loads(line)):
+        doc = json.loads(line)
+        for resource, span in iter_otlp_spans(doc):
             attrs = span.get("attributes", [])
             call = _attr(attrs, ("gen_ai.tool.call.id", "tool_call.id"))
             is_tool = _attr(attrs, ("gen_ai.operation.name",)) == "execute_tool" or \
@@ -241,14 +256,18 @@ def tool_spans(path: Path) -> list[ToolSpan]:
                 continue
             out.append(ToolSpan(
                 call, _attr(attrs, ("gen_ai.conversation.id", "session.id")),
-                int(span["startTimeUnixNano"]) / 1e9, int(span["endTimeUnixNano"]) / 1e9))
+                int(span["startTimeUnixNano"]) / 1e9, int(span["endTimeUnixNano"]) / 1e9,
+                _attr(resource.get("attributes", []), ("host.name", "service.instance.id"))))
     return out
 
 
-def iter_otlp_spans(doc: dict[str, Any]) -> Iterable[dict[str, Any]]:
-    for resource in doc.get("resourceSpans", []):
-        for scope in resource.get("scopeSpans", []):
-            yield from scope.get("spans", [])
+def iter_otlp_spans(doc: dict[str, Any]) -> Iterable[tuple[dict[str, Any], dict[str, Any]]]:
+    """(resource, span) pairs of one OTLP JSON export object."""
+    for resource_spans in doc.get("resourceSpans", []):
+        resource = resource_spans.get("resource", {})
+        for scope in resource_spans.get("scopeSpans", []):
+            for span in scope.get("spans", []):
+                yield resource, span
 
 
 def exported_request_ids(folder: Path, request_ids: Collection[str]) -> list[str]:
