@@ -65,6 +65,11 @@ class Bench:
         for customer in [self.customer, *self.noise_customers]:
             server.add_customer(customer, email=f"{customer[4:12].lower()}@example.com")
         self.noise_threads: list[str] = []
+        # how long one model turn takes, seconds (field realism draws a slower or faster model)
+        self.think_range = (0.9, 3.8)
+        # model turns a caller scripted in advance (taken first, oldest first), so a run can be
+        # placed to land its charge at a chosen time
+        self.scripted_thinks: list[float] = []
 
     @property
     def spans_path(self) -> Path:
@@ -81,7 +86,15 @@ class Bench:
 
     def think(self) -> float:
         """How long one model turn takes (the virtual clock moves by it)."""
-        return self.rng.uniform(0.9, 3.8)
+        if self.scripted_thinks:
+            return self.scripted_thinks.pop(0)
+        return self.rng.uniform(*self.think_range)
+
+    def travel_to(self, when: dt.datetime) -> None:
+        """Move the virtual clock to `when`, backwards too: a run that happened earlier in the
+        same window (another thread of a busy day) runs at its own time. LangGraph's uuid6 guard
+        is reset so the run's checkpoint ids carry its own time (they match `ts`)."""
+        travel_to(self.clock, when)
 
     def worker(
         self,
@@ -143,6 +156,18 @@ class Bench:
             worker.telemetry.shutdown()
 
 
+def travel_to(clock: VirtualClock, when: dt.datetime) -> None:
+    """Move a running VirtualClock to `when` (either direction) and reset LangGraph's uuid6
+    monotonic guard. `VirtualClock.advance` only goes forward; time-machine's traveller shifts
+    either way."""
+    traveller = clock._traveller  # noqa: SLF001 - the clock's own traveller, shifted under its lock
+    if traveller is None:
+        raise RuntimeError("VirtualClock is not running")
+    with clock._lock:  # noqa: SLF001
+        traveller.shift(when - clock.now())
+    langgraph_ids._last_v6_timestamp = None
+
+
 @contextmanager
 def bench(
     out_dir: Path,
@@ -151,6 +176,7 @@ def bench(
     start: dt.datetime,
     noise: int | None = None,
     dsn: str | None = None,
+    clock_offset: float | None = None,
 ) -> Iterator[Bench]:
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in OUTPUT_FILES:
@@ -159,8 +185,9 @@ def bench(
     # LangGraph's uuid6() never goes below the last id it made in this process; a new scenario
     # whose virtual clock starts EARLIER than the previous one's would get ids from the future.
     langgraph_ids._last_v6_timestamp = None
-    offset_rng = random.Random(seed * 7919 + 1)
-    clock_offset = round(offset_rng.uniform(1.2, 3.4), 3)
+    if clock_offset is None:  # the provider's clock runs a little ahead of the agent's
+        offset_rng = random.Random(seed * 7919 + 1)
+        clock_offset = round(offset_rng.uniform(1.2, 3.4), 3)
     with ExitStack() as stack:
         clock = stack.enter_context(VirtualClock(start))
         server = stack.enter_context(StripeServer(seed=seed, clock_offset=clock_offset))
