@@ -38,11 +38,16 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
+import stripe
+
+from lab.agent import API_KEY, ToolOptions, Worker
 from lab.busy_day import BusyDay, amount_of, enrol_customers
 from lab.clock import VirtualClock
 from lab.incident import Truth, compact, finish_incident
+from lab.jaeger_export import write_jaeger
 from lab.lab_run import AMOUNTS, Bench, bench
 from lab.scenario_kit import ScenarioResult, agent_time
+from lab.stripe_billing import FINALIZE_AFTER_SECONDS
 from lab.stripe_server import StripeServer
 from lab.stripe_wire import API_VERSION
 from lab.truth_detail import (
@@ -361,44 +366,38 @@ def _pending(variant: dict[str, Any], applied: dict[str, Any]) -> list[str]:
 
 
 def _server_options(variant: dict[str, Any]) -> dict[str, Any]:
-    """Keyword options for the lab Stripe server, through `bench()`.
-
-    seam: `StripeServer(..., api_version=variant["api_version"])` (events shaped by the
-    account's API version: before 2017-05-25 `request` is a plain string). Wire it by passing
-    `server_options` through `lab.lab_run.bench` to `StripeServer`, returning
-    `{"server_options": {"api_version": variant["api_version"]}}` here, and recording the
-    version in `_instrumentation`'s `applied["api_version"]`. Today: the server's own version."""
-    return {}
+    """Keyword options for `bench()`: the lab Stripe server runs the account's API version
+    (events shaped by it: before 2017-05-25 `request` is a plain string)."""
+    return {"server_options": {"api_version": variant["api_version"]}}
 
 
 def _instrumentation(b: Bench, variant: dict[str, Any]) -> dict[str, Any]:
-    """How the workers are instrumented; returns what the files will really hold (`applied`).
+    """How the workers are instrumented (lab GenAI spans, the real OpenInference and requests
+    instrumentations, or none) and how far each span host's clock runs off; returns what the
+    files will hold (`applied`)."""
+    make = b.worker
+    offsets = variant["span_clock_offsets"]
 
-    seam: `Bench.worker(..., instrumentation="lab"|"openinference"|"none",
-    span_clock_offset=seconds)`. Wire it by wrapping the bench's worker factory before the
-    scenario makes its workers:
-        make = b.worker
-        b.worker = lambda name, tool, **kw: make(  # type: ignore[method-assign]
-            name, tool, instrumentation=variant["instrumentation"],
-            span_clock_offset=variant["span_clock_offsets"].get(name, 0.0), **kw)
-    and returning the drawn values. Today every worker has the lab's GenAI spans, and "none"
-    is applied by not shipping spans.jsonl (`_span_export`)."""
+    def worker(name: str, tool: ToolOptions, **kw: Any) -> Worker:
+        return make(name, tool, instrumentation=variant["instrumentation"],
+                    span_clock_offset=offsets.get(name, 0.0), **kw)
+
+    b.worker = worker  # type: ignore[method-assign]
+    spans = variant["instrumentation"] != "none"
     return {
-        "instrumentation": "none" if variant["instrumentation"] == "none" else "lab",
-        "span_clock_offsets": {},
-        "api_version": API_VERSION,
-        "renewals": False,
-        "dashboard_edits": False,
+        "instrumentation": variant["instrumentation"],
+        "span_clock_offsets": dict(offsets) if spans else {},
+        "api_version": variant["api_version"],
+        "renewals": bool(variant["renewals"]),
+        "dashboard_edits": bool(variant["dashboard_edits"]),
     }
 
 
 def _renewals(b: Bench, busy: BusyDay, truth: Truth,
               variant: dict[str, Any]) -> list[dict[str, Any]]:
-    """Subscription renewals at their drawn times, resolved against the incident's window.
-
-    seam: `sub = b.server.add_subscription(customer, amount, currency)` then, with the clock at
-    `at` (`b.travel_to(at)`), `b.server.renew(sub, declined=declined)`: an automatic flow whose
-    events have `request.id` null and no request-log row. Today: resolved and recorded only."""
+    """Subscription renewals, paid at their drawn times (the invoice made an hour before, as
+    Stripe drafts it): automatic flows whose events have `request.id` null and no request-log
+    row, some for the incident's own customer inside its tool window."""
     out: list[dict[str, Any]] = []
     incident = busy.incident
     for drawn in variant["renewals"]:
@@ -416,49 +415,70 @@ def _renewals(b: Bench, busy: BusyDay, truth: Truth,
             at = anchor + dt.timedelta(seconds=drawn["offset_s"])
             amount = drawn["amount"]
             customer = busy.customers[len(out) % len(busy.customers)] if busy.customers else ""
+        if not customer:
+            continue
+        sub = b.server.add_subscription(customer, amount, "usd")
+        b.travel_to(at - dt.timedelta(seconds=FINALIZE_AFTER_SECONDS))
+        made = b.server.renew(sub, declined=drawn["declined"])
         out.append({"customer": customer, "amount": amount, "currency": "usd",
                     "at": at.isoformat(timespec="milliseconds"),
-                    "declined": drawn["declined"], "applied": False})
+                    "declined": drawn["declined"], "applied": True, **made})
     return out
 
 
 def _dashboard_edits(b: Bench, busy: BusyDay, truth: Truth,
                      variant: dict[str, Any]) -> list[dict[str, Any]]:
-    """Dashboard-style edits (`customer.updated`, `invoice.sent`, `invoice.voided`).
-
-    seam: with the clock at `at`, `POST /v1/customers/{id}` (e.g. `{"metadata[note]": ...}`),
-    `POST /v1/invoices/{id}/send`, `POST /v1/invoices/{id}/void` (an invoice of a renewal from
-    `_renewals`) through a `stripe.StripeClient` on `b.server.url`. Today: resolved and recorded
-    only."""
+    """Dashboard-style edits, each an API request with a request id: `customer.updated`,
+    `invoice.sent` (an invoice of the day's renewals) and `invoice.voided` (an open one: a
+    declined renewal's; without one, the invoice is sent instead)."""
+    client = stripe.StripeClient(API_KEY, base_addresses={"api": b.server.url},
+                                 max_network_retries=0)
+    invoices = sorted(b.server.invoices.values(), key=lambda i: i["created"])
     out: list[dict[str, Any]] = []
     for drawn in variant["dashboard_edits"]:
         at = busy.anchors[0] + dt.timedelta(seconds=drawn["offset_s"])
         customer = truth.customer if drawn["customer"] == "incident" or not busy.customers \
             else busy.customers[len(out) % len(busy.customers)]
-        out.append({"type": drawn["type"], "customer": customer,
-                    "at": at.isoformat(timespec="milliseconds"), "applied": False})
+        b.travel_to(at)
+        kind = drawn["type"]
+        target = customer
+        if kind == "customer.updated":
+            client.v1.customers.update(customer, {"metadata": {"note": f"edit {len(out)}"}})
+        else:
+            open_ = [i for i in invoices if i["status"] == "open"]
+            pool = open_ if kind == "invoice.voided" and open_ else invoices
+            if not pool:
+                continue
+            kind = kind if pool is open_ else "invoice.sent"
+            target = str(pool[len(out) % len(pool)]["id"])
+            if kind == "invoice.voided":
+                client.v1.invoices.void_invoice(target)
+            else:
+                client.v1.invoices.send_invoice(target)
+        out.append({"type": kind, "customer": customer, "object": target,
+                    "at": at.isoformat(timespec="milliseconds"), "applied": True})
     return out
 
 
 def _request_log(server: StripeServer, path: Path, variant: dict[str, Any]) -> str:
-    """The request-log CSV; returns the time precision written.
-
-    seam: `write_request_log(server.requests, path, precision=variant["request_log_precision"])`
-    (a Dashboard export has whole seconds). Today: milliseconds."""
-    server.write_request_log(path)
-    return "ms"
+    """The request-log CSV (a Dashboard export has whole seconds); returns the precision."""
+    precision = variant["request_log_precision"]
+    server.write_request_log(path, precision=precision)
+    return str(precision)
 
 
 def _span_export(out: Path, variant: dict[str, Any], instrumentation: str) -> str | None:
-    """Ship the spans as the variant says; returns the trace format written (None: no spans).
-
-    seam: `lab.jaeger_export.write_jaeger(out / "spans.jsonl", out / "spans.jaeger.json")` and
-    drop spans.jsonl when `variant["trace_format"] == "jaeger"`. Today: OTLP JSON lines."""
+    """Ship the spans as the variant says: OTLP JSON lines as the collector writes them, or what
+    Jaeger's query API returns; returns the format written (None: no spans)."""
     spans = out / "spans.jsonl"
-    if instrumentation == "none":
+    if instrumentation == "none" or not spans.exists():
         spans.unlink(missing_ok=True)
         return None
     sort_span_lines(spans)
+    if variant["trace_format"] == "jaeger":
+        write_jaeger(spans, out / "spans.jaeger.json")
+        spans.unlink()
+        return "jaeger"
     return "otlp"
 
 

@@ -160,11 +160,7 @@ def travel_to(clock: VirtualClock, when: dt.datetime) -> None:
     """Move a running VirtualClock to `when` (either direction) and reset LangGraph's uuid6
     monotonic guard. `VirtualClock.advance` only goes forward; time-machine's traveller shifts
     either way."""
-    traveller = clock._traveller  # noqa: SLF001 - the clock's own traveller, shifted under its lock
-    if traveller is None:
-        raise RuntimeError("VirtualClock is not running")
-    with clock._lock:  # noqa: SLF001
-        traveller.shift(when - clock.now())
+    clock.move_to(when)
     langgraph_ids._last_v6_timestamp = None
 
 
@@ -177,6 +173,7 @@ def bench(
     noise: int | None = None,
     dsn: str | None = None,
     clock_offset: float | None = None,
+    server_options: dict[str, Any] | None = None,
 ) -> Iterator[Bench]:
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in OUTPUT_FILES:
@@ -190,7 +187,8 @@ def bench(
         clock_offset = round(offset_rng.uniform(1.2, 3.4), 3)
     with ExitStack() as stack:
         clock = stack.enter_context(VirtualClock(start))
-        server = stack.enter_context(StripeServer(seed=seed, clock_offset=clock_offset))
+        server = stack.enter_context(StripeServer(seed=seed, clock_offset=clock_offset,
+                                                      **(server_options or {})))
         checkpointer = stack.enter_context(
             open_checkpointer(None if dsn else out_dir / "checkpoints.sqlite", dsn)
         )

@@ -25,6 +25,7 @@ from lab.stripe_wire import (
     API_VERSION,
     DECLINING_METHODS,
     REFUND_EVENTS_FOR_CHARGES,
+    REQUEST_OBJECT,
     ApiError,
     CallContext,
     IdFactory,
@@ -76,10 +77,17 @@ class StripeState:
                 "data": data,
                 "livemode": False,
                 "pending_webhooks": 0,
-                "request": {"id": ctx.request_id, "idempotency_key": ctx.idempotency_key},
+                "request": self._request(ctx),
                 "type": type_,
             }
         )
+
+    def _request(self, ctx: CallContext) -> Any:
+        """An Event's `request`: `{"id", "idempotency_key"}` from API version 2017-05-25 on,
+        before it the request id as a plain string (null for automatic events)."""
+        if not self.version_at_least(REQUEST_OBJECT):
+            return ctx.request_id
+        return {"id": ctx.request_id, "idempotency_key": ctx.idempotency_key}
 
     def emit_update(
         self, ctx: CallContext, type_: str, before: JsonObject, obj: JsonObject

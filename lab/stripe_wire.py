@@ -34,6 +34,8 @@ REFUND_EVENTS_FOR_CHARGES = "2024-10-28"
 # Charge and PaymentIntent lose `invoice`; InvoicePayment appears; Subscription's
 # `current_period_start/end` move to its items.
 BASIL = "2025-03-31"
+# 2017-05-25: an Event's `request` became `{"id", "idempotency_key"}`; before, the id as a string
+REQUEST_OBJECT = "2017-05-25"
 # 2025-05-28.basil: the `invoice_payment.paid` event.
 INVOICE_PAYMENT_PAID_EVENT = "2025-05-28"
 
