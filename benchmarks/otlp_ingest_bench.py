@@ -8,7 +8,7 @@ OTLP export object per line, 512 spans a line, a tool span (`execute_tool`, GenA
 an HTTP client span under it per call, one call in a hundred executed twice. Then, in this one
 process and alternating so both see the same machine load, `--repeats` times each:
   floor  read the file a line at a time + orjson.loads every line
-  load   connectors.spans.load(file) -> the timeline DataFrame
+  load   twice.connectors.spans.load(file) -> the timeline DataFrame
 and records every time, the medians and the ratio of the medians (issue 6's target: <= 3), in
 wall time and in this process's CPU time (steadier when other work shares the machine).
 """
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from analyze_bench import _export, call_spans  # noqa: E402
 
-from connectors import spans  # noqa: E402
+from twice.connectors import spans  # noqa: E402
 
 T0 = 1_717_424_400  # 2024-06-03T14:20:00Z
 TARGET_RATIO = 3.0
@@ -151,7 +151,8 @@ def main() -> None:
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "load_avg": [round(x, 2) for x in os.getloadavg()]},
-        "what": "connectors.spans.load vs read + orjson.loads per line, same file, alternating",
+        "what": "twice.connectors.spans.load vs read + orjson.loads per line, same file, "
+                "alternating",
         "target_ratio": TARGET_RATIO,
         "sizes": results,
     }

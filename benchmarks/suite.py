@@ -14,7 +14,8 @@ executed twice by a step retry). Then, each in a fresh interpreter so its peak m
   analysis_one_process
             the same with every source read in one process, each connector timed on its own
   duckdb    (--duckdb) the Stripe events read into timeline rows by the orjson + Python path
-            and by the DuckDB path (connectors/stripe_events_duckdb.py), at every size
+            and by the DuckDB path (twice/connectors/provider/stripe_events_duckdb.py), at
+            every size
 Results, with a growth table (how time and memory grow with size), go to the --out JSON file.
 Generated data goes to a temp folder (or --data DIR, kept and reused between runs).
 """
@@ -130,7 +131,7 @@ def child_analysis(folder: str, workers: str) -> dict[str, Any]:
     t = time.perf_counter()
     import orjson
 
-    from connectors import registry
+    from twice.connectors import registry
     from twice.engine import analyze
     from twice.report import to_contract
     from twice.timeline import concat
@@ -181,10 +182,11 @@ def child_analysis(folder: str, workers: str) -> dict[str, Any]:
 
 def child_events(path: str, how: str) -> dict[str, Any]:
     """Stripe events JSON lines -> timeline rows: the orjson + Python path, or the DuckDB path
-    (connectors/stripe_events_duckdb.py, which `stripe_events.load` takes for big clean files)."""
+    (twice/connectors/provider/stripe_events_duckdb.py, which `stripe_events.load` takes for
+    big clean files)."""
     t = time.perf_counter()
-    from connectors import stripe_events, stripe_events_duckdb
-    from connectors.jsonfile import json_documents
+    from twice.connectors.jsonfile import json_documents
+    from twice.connectors.provider import stripe_events, stripe_events_duckdb
 
     if how == "duckdb":
         import duckdb  # noqa: F401  (its import is part of the path's cost)

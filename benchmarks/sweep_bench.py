@@ -8,7 +8,7 @@ Generates (in a temp folder) `--days` days of evidence the way the sweep tests d
 straddling redelivery, the month-long renewal control) and writes it as a Parquet timeline file,
 which the `timeline` connector reads. Then, in this one process:
   analyze  load the file through the registry + one `twice.engine.analyze()` of everything
-  sweep    `app.sweep.run_sweep` with `--chunk-s` chunks on a fresh SQLite store
+  sweep    `twice.sweep.run.run_sweep` with `--chunk-s` chunks on a fresh SQLite store
 and records wall and CPU seconds of each (CPU is the steadier figure when other work shares the
 machine), the process's peak RSS after each step, chunks analysed / skipped (no provider attempt
 in the chunk's own window) / total, and the groups each found (they must be equal).
@@ -31,12 +31,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.store import open_store  # noqa: E402
-from app.sweep import Source, run_sweep  # noqa: E402
-from app.sweep_store import sweep_groups  # noqa: E402
-from connectors import registry  # noqa: E402
-from tests.app.test_sweep_data import month  # noqa: E402
+from tests.sweep.test_sweep_data import month  # noqa: E402
+from twice.connectors import registry  # noqa: E402
 from twice.engine import analyze  # noqa: E402
+from twice.store import open_store  # noqa: E402
+from twice.sweep.run import Source, run_sweep  # noqa: E402
+from twice.sweep.store import sweep_groups  # noqa: E402
 
 TARGET_RATIO = 5.0
 

@@ -38,8 +38,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=50_000, help="about this many timeline rows")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/web_render.json")
     args = ap.parse_args()
-    from app.store import open_store
-    from connectors import registry
+    from twice.connectors import registry
+    from twice.store import open_store
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "incident"
@@ -53,7 +53,7 @@ def main() -> None:
         open_store(str(store_path)).create("benchmark", loaded.rows, id="bench")
         port = _free_port()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "web.py"),
+            [sys.executable, "-m", "streamlit", "run", str(ROOT / "twice" / "web" / "main.py"),
              "--server.headless", "true", "--server.port", str(port),
              "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
             env={**os.environ, "TWICE_STORE": str(store_path)},

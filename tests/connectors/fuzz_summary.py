@@ -23,7 +23,7 @@ from pathlib import Path
 import orjson
 from hypothesis import HealthCheck, settings
 
-from connectors.base import LoadResult, SourceError
+from twice.connectors.base import LoadResult, SourceError
 from twice.engine import analyze
 from twice.timeline import validate
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.base import redact
+from twice.connectors.base import redact
 
 
 @pytest.mark.parametrize(("text", "secret"), [

@@ -30,11 +30,11 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.base import MIGRATIONS
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from connectors import checkpoints
-from connectors.base import SourceError
-from connectors.checkpoints_decode import uuid6_time_ns
-from connectors.checkpoints_postgres import KNOWN_MIGRATION
 from tests.agent_graph import build_agent, charge_turn, final_turn, run
+from twice.connectors import checkpoints
+from twice.connectors.base import SourceError
+from twice.connectors.checkpoints.decode import uuid6_time_ns
+from twice.connectors.checkpoints.postgres import KNOWN_MIGRATION
 from twice.timeline import fingerprint, validate
 
 T0 = datetime(2025, 3, 4, 10, 0, tzinfo=UTC)

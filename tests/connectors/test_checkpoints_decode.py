@@ -13,9 +13,9 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.base import id as lg_id
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from connectors.base import SourceWarning
-from connectors.checkpoints import parse_checkpoints
-from connectors.checkpoints_decode import (
+from twice.connectors.base import SourceWarning
+from twice.connectors.checkpoints import parse_checkpoints
+from twice.connectors.checkpoints.decode import (
     REFUSED,
     BlobDecoder,
     CheckpointRecord,

@@ -17,13 +17,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from connectors import stripe_api
-from connectors.base import LoadResult, SourceError
-from connectors.traces import backend_from_url
-from lab.loopback import LoopbackServer
 from tests.connectors.fuzz_inputs import json_text, json_values, mutate, mutated_records
 from tests.connectors.fuzz_summary import check, fuzz_settings, record
 from tests.connectors.test_fuzz_provider import EVENTS
+from twice.connectors.base import LoadResult, SourceError
+from twice.connectors.live import stripe_api
+from twice.connectors.live.traces import backend_from_url
+from twice.lab.loopback import LoopbackServer
 
 SPANS = Path(__file__).parent / "data" / "spans"
 JAEGER: dict[str, Any] = orjson.loads((SPANS / "jaeger_traces.json").read_bytes())

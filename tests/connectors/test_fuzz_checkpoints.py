@@ -20,11 +20,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from connectors import checkpoints
-from connectors.base import LoadResult
 from tests.connectors.fuzz_inputs import json_values, text
 from tests.connectors.fuzz_summary import check, fuzz_settings
 from tests.connectors.test_checkpoints import write_incident, write_postgres
+from twice.connectors import checkpoints
+from twice.connectors.base import LoadResult
 
 SAMPLE = Path(__file__).parents[2] / "sample_data" / "sdk_retry" / "checkpoints.sqlite"
 MARKER_NAME = "code-ran"

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from connectors import registry
-from connectors.base import LoadResult
-from lab.loopback import LoopbackServer
 from tests.connectors.fuzz_summary import check
 from tests.connectors.test_fuzz_api import Canned, _Handler, _stripe
+from twice.connectors import registry
+from twice.connectors.base import LoadResult
+from twice.lab.loopback import LoopbackServer
 
 CORPUS = Path(__file__).parents[1] / "corpus"
 FILES = sorted(p for p in CORPUS.glob("*/*") if p.parent.name in registry.MODULES

@@ -15,10 +15,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from connectors import sqs, stripe_events, timeline_file
-from connectors.base import LoadResult
 from tests.connectors.fuzz_inputs import json_text, json_values, mutated_records, truncations
 from tests.connectors.fuzz_summary import check, fuzz_settings
+from twice.connectors.base import LoadResult
+from twice.connectors.provider import stripe_events, timeline_file
+from twice.connectors.queue import sqs
 from twice.engine import analyze
 from twice.timeline import COLUMN_NAMES
 

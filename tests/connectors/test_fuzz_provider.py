@@ -16,8 +16,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from connectors import request_log, stripe_events, stripe_logs
-from connectors.base import LoadResult
 from tests.connectors.fuzz_inputs import (
     json_text,
     json_values,
@@ -27,6 +25,8 @@ from tests.connectors.fuzz_inputs import (
     truncations,
 )
 from tests.connectors.fuzz_summary import check, fuzz_settings
+from twice.connectors.base import LoadResult
+from twice.connectors.provider import request_log, stripe_events, stripe_logs
 from twice.engine import analyze
 
 DATA = Path(__file__).parent / "data" / "provider"

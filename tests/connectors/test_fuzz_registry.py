@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from connectors import registry
-from connectors.base import SourceError
-from connectors.jsonfile import lines
 from tests.connectors.fuzz_summary import check, fuzz_settings, record
+from twice.connectors import registry
+from twice.connectors.base import SourceError
+from twice.connectors.jsonfile import lines
 
 ROOT = Path(__file__).parents[2]
 SAMPLE = ROOT / "sample_data" / "redelivery"
@@ -92,7 +92,7 @@ _PROBE = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
     from connectors import registry
-    from connectors.base import SourceError
+    from twice.connectors.base import SourceError
     def peak_mb():
         # VmHWM belongs to this process's own memory; ru_maxrss would carry the peak of the
         # (large) pytest process that started it across exec

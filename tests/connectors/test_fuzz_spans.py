@@ -29,10 +29,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from connectors import spans
-from connectors.base import LoadResult, SourceError
 from tests.connectors.fuzz_inputs import NASTY, json_text, json_values, mutate
 from tests.connectors.fuzz_summary import check, fuzz_settings, record
+from twice.connectors import spans
+from twice.connectors.base import LoadResult, SourceError
 
 CORPUS = Path(__file__).parents[1] / "corpus" / "spans"
 DATA = Path(__file__).parent / "data" / "spans"

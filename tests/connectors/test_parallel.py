@@ -1,5 +1,6 @@
-"""Sources read side by side in worker processes (connectors/parallel.py via registry.load_all):
-the same rows and warnings as one process, errors raised with their source, no worker left."""
+"""Sources read side by side in worker processes (twice/connectors/parallel.py via
+registry.load_all): the same rows and warnings as one process, errors raised with their source,
+no worker left."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from connectors import parallel, registry
-from connectors.base import SourceError
+from twice.connectors import parallel, registry
+from twice.connectors.base import SourceError
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_data"

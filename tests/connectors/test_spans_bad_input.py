@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connectors import spans
-from connectors.base import SourceError
 from tests.connectors.test_spans_otlp import ns, record_worker_b
+from twice.connectors import spans
+from twice.connectors.base import SourceError
 from twice.timeline import validate
 
 DATA = Path(__file__).parent / "data" / "spans"

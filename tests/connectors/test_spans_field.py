@@ -21,9 +21,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind
 
-from connectors import spans
-from connectors.spans_interpret import tool_message_call_id
-from lab.jaeger_export import write_jaeger
+from twice.connectors import spans
+from twice.connectors.spans.interpret import tool_message_call_id
+from twice.lab.jaeger_export import write_jaeger
 
 T0 = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z in ns
 ARGS = '{"customer_id": "cus_F", "amount": 4900, "currency": "usd"}'

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from connectors import spans
+from twice.connectors import spans
 from twice.timeline import canonical_json, fingerprint, validate
 
 DATA = Path(__file__).parent / "data" / "spans"

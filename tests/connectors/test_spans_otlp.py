@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from connectors import spans
+from twice.connectors import spans
 from twice.timeline import canonical_json, fingerprint, validate
 
 T0 = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z in ns

@@ -1,9 +1,9 @@
 """The shortcuts that make span ingest fast take the same turns as the general way.
 
-`connectors.spans_fast` reads an attribute value and a span status as msgspec structs, with
+`twice.connectors.spans.fast` reads an attribute value and a span status as msgspec structs, with
 shortcuts for the usual forms (a string, a short decimal int, an array of strings, `{"code": n}`)
 and the rest handed to the general reader: for every form, a file read the fast way gives the
-rows and warnings the general way (orjson + `connectors.spans_otlp`) gives. The timeline's int
+rows and warnings the general way (orjson + `twice.connectors.spans.otlp`) gives. The timeline's int
 columns have a shortcut too (through Arrow), checked against pandas' own conversion.
 """
 
@@ -17,8 +17,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from connectors import spans, spans_fast
-from connectors.base import LoadResult
+from twice.connectors import spans
+from twice.connectors.base import LoadResult
+from twice.connectors.spans import fast as spans_fast
 from twice.timeline import from_columns, validate
 
 T0 = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z in ns

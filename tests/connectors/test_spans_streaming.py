@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connectors import spans
-from connectors.base import LoadResult, SourceError
-from connectors.jsonfile import json_documents
 from tests.connectors.fuzz_inputs import json_text, mutate
+from twice.connectors import spans
+from twice.connectors.base import LoadResult, SourceError
+from twice.connectors.jsonfile import json_documents
 from twice.timeline import validate
 
 T0 = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z in ns
@@ -93,7 +93,7 @@ def test_a_jaeger_duration_past_2262_loses_the_end_not_the_file(tmp_path: Path) 
 # --- the reader: one line at a time, and the exporters' lines the fast way ---------------------
 
 def test_a_line_past_the_limit_is_skipped_without_being_held(tmp_path: Path) -> None:
-    from connectors.spans_read import span_documents
+    from twice.connectors.spans.read import span_documents
 
     path = _write(tmp_path, _export(TOOL), {"pad": "x" * 5000}, _export(HTTP))
     warnings: list = []
@@ -104,7 +104,7 @@ def test_a_line_past_the_limit_is_skipped_without_being_held(tmp_path: Path) -> 
 
 
 def test_past_the_document_limit_a_file_is_read_as_lines(tmp_path: Path) -> None:
-    from connectors.spans_read import span_documents
+    from twice.connectors.spans.read import span_documents
 
     # a bad first line: small files are tried as one multi-line document, big ones are not
     path = tmp_path / "traces.jsonl"
@@ -125,10 +125,10 @@ _settings = settings(max_examples=40, deadline=None, derandomize=True, database=
                      min_size=1, max_size=3).flatmap(
     lambda docs: st.tuples(*[mutate(doc) for doc in docs])))
 def test_the_fast_way_gives_what_the_general_way_gives(tmp_path: Path, docs: Any) -> None:
-    """Files read the fast way (`connectors.spans_read` a line at a time; exporters' lines
-    through msgspec structs, `connectors.spans_fast`) and the general way (the whole file read
-    by `connectors.jsonfile.json_documents`, every line through orjson + `spans_otlp`): the same
-    rows and warnings, or the same SourceError."""
+    """Files read the fast way (`twice.connectors.spans.read` a line at a time; exporters' lines
+    through msgspec structs, `twice.connectors.spans.fast`) and the general way (the whole file
+    read by `twice.connectors.jsonfile.json_documents`, every line through orjson +
+    `spans.otlp`): the same rows and warnings, or the same SourceError."""
     path = tmp_path / "traces.jsonl"
     path.write_bytes(b"".join(json_text(doc) + b"\n" for doc in docs))
 

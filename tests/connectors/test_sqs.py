@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 from moto import mock_aws
 
-from connectors import sqs
-from connectors.base import SourceError
+from twice.connectors.base import SourceError
+from twice.connectors.queue import sqs
 from twice.timeline import validate
 
 XRAY = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"

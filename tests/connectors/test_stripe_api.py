@@ -21,9 +21,8 @@ import stripe
 import time_machine
 from stripe.params import ChargeCreateParams
 
-from connectors import stripe_events
-from connectors.base import SourceError
-from connectors.stripe_api import (
+from twice.connectors.base import SourceError
+from twice.connectors.live.stripe_api import (
     DEFAULT_TYPES,
     Subject,
     concerns,
@@ -31,8 +30,9 @@ from connectors.stripe_api import (
     fetch_events,
     load,
 )
-from lab.loopback import LoopbackServer
-from lab.stripe_server import Fault, StripeServer
+from twice.connectors.provider import stripe_events
+from twice.lab.loopback import LoopbackServer
+from twice.lab.stripe_server import Fault, StripeServer
 
 KEY = "sk_test_twiceLabKeyQzWx"
 READ_ONLY_KEY = "rk_test_readonlyKey7777"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from connectors import stripe_events
-from connectors.base import SourceError
+from twice.connectors.base import SourceError
+from twice.connectors.provider import stripe_events
 from twice.timeline import validate
 
 DATA = Path(__file__).parent / "data" / "provider"

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from connectors import stripe_events, stripe_events_duckdb
-from connectors.jsonfile import json_documents
 from tests.connectors.fuzz_inputs import json_text, mutated_records
 from tests.connectors.fuzz_summary import fuzz_settings
+from twice.connectors.jsonfile import json_documents
+from twice.connectors.provider import stripe_events, stripe_events_duckdb
 
 DATA = Path(__file__).parent / "data" / "provider"
 EVENTS: list[Any] = orjson.loads((DATA / "events_page.json").read_bytes())["data"]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from connectors import stripe_logs
-from connectors.base import SourceError
+from twice.connectors.base import SourceError
+from twice.connectors.provider import stripe_logs
 from twice.timeline import validate
 
 DATA = Path(__file__).parent / "data" / "provider"

@@ -21,11 +21,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from connectors import spans
-from connectors.base import SourceError
-from connectors.traces import TraceNotFoundError, backend_from_url, save_traces
-from connectors.traces_tempo import traceql
-from lab.trace_server import TraceServer, parse_traceql
+from twice.connectors import spans
+from twice.connectors.base import SourceError
+from twice.connectors.live.tempo import traceql
+from twice.connectors.live.traces import TraceNotFoundError, backend_from_url, save_traces
+from twice.lab.trace_server import TraceServer, parse_traceql
 from twice.timeline import validate
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

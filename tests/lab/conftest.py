@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 import stripe
 
-from lab.stripe_server import StripeServer
-from lab.stripe_wire import API_VERSION, LEGACY_API_VERSION
+from twice.lab.stripe_server import StripeServer
+from twice.lab.stripe_wire import API_VERSION, LEGACY_API_VERSION
 
 KEY = "sk_test_twice"
 READ_ONLY_KEY = "rk_test_readonly"

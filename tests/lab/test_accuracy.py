@@ -4,7 +4,7 @@ on the clean scenarios (the samples' seed), against floors.
 
 The field floors are what the engine must reach; it does not yet, so that test is an expected
 failure until the engine work lands (issue 11). The clean floor holds today. docs/accuracy.md
-explains the measures; `python -m lab eval` prints the same numbers for any seed range.
+explains the measures; `python -m twice.lab eval` prints the same numbers for any seed range.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from lab import accuracy
+from twice.lab import accuracy
 
 # correct layer on the 15 duplicate incidents, honest measure: at most one miss (one of them, a
 # protected retry whose replay only the provider's idempotency cache saw, may be invisible)

@@ -24,11 +24,11 @@ from uuid import UUID
 import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from lab.field import FIELD_MIX, draw_variant, field_scenario
-from lab.incident import DETAIL_FIELDS
-from lab.scenarios import SCENARIOS
-from lab.stripe_server import RequestRecord
-from lab.truth_detail import Exports, IncidentFacts, expected_findings
+from twice.lab.field import FIELD_MIX, draw_variant, field_scenario
+from twice.lab.incident import DETAIL_FIELDS
+from twice.lab.scenarios import SCENARIOS
+from twice.lab.stripe_server import RequestRecord
+from twice.lab.truth_detail import Exports, IncidentFacts, expected_findings
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_data"
@@ -40,7 +40,7 @@ INCIDENTS = {
 }
 RUN = """
 import json, sys
-from lab.scenarios import run_scenario
+from twice.lab.scenarios import run_scenario
 for name, seed, out, realism in json.loads(sys.argv[1]):
     run_scenario(name, out, seed=seed, realism=realism)
 """

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from app.cli import main
-from lab.scenarios import SCENARIOS
+from twice.cli import main
+from twice.lab.scenarios import SCENARIOS
 
 SEED = 21
 RUN_BATCH = f"""
 import json, sys
-from lab.scenarios import run_scenario
+from twice.lab.scenarios import run_scenario
 for name, out, options in json.loads(sys.argv[1]):
     run_scenario(name, out, seed={SEED}, noise=2, **options)
 """

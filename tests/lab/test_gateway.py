@@ -6,9 +6,9 @@ import pytest
 import requests
 import stripe
 
-from lab.gateway import Gateway
-from lab.stripe_server import Fault, StripeServer
 from tests.lab.conftest import KEY, make_client
+from twice.lab.gateway import Gateway
+from twice.lab.stripe_server import Fault, StripeServer
 
 AUTH = {"Authorization": f"Bearer {KEY}"}
 FORM = {"amount": "2000", "currency": "usd", "metadata[thread_id]": "t-1"}

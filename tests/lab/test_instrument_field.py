@@ -25,13 +25,13 @@ import time_machine
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from connectors import spans as spans_connector
-from lab import instrument_field
-from lab.agent import Instrumentation, ToolOptions, Worker, WorkerCrashed
-from lab.jaeger_export import write_jaeger
-from lab.lab_run import Bench, bench
-from lab.scenario_kit import EFFECT_PATH, REAL_TIMEOUT, SLOW_ANSWER, ask, tool_call_ids
-from lab.stripe_server import Fault, FaultKind
+from twice.connectors import spans as spans_connector
+from twice.lab import instrument_field
+from twice.lab.agent import Instrumentation, ToolOptions, Worker, WorkerCrashed
+from twice.lab.jaeger_export import write_jaeger
+from twice.lab.lab_run import Bench, bench
+from twice.lab.scenario_kit import EFFECT_PATH, REAL_TIMEOUT, SLOW_ANSWER, ask, tool_call_ids
+from twice.lab.stripe_server import Fault, FaultKind
 
 START = dt.datetime(2026, 2, 2, 10, 0, tzinfo=dt.UTC)
 NOMINAL = 30.0  # the client timeout as it reads on the virtual clock

@@ -18,13 +18,13 @@ import psycopg
 import pytest
 import time_machine
 
-from app.cli import main
-from lab.pg_queue import TABLE, PgRunQueue
+from twice.cli import main
+from twice.lab.pg_queue import TABLE, PgRunQueue
 
 # one scenario per process: the lab moves the whole process's clock
 RUN = """
 import sys
-from lab.scenarios import run_scenario
+from twice.lab.scenarios import run_scenario
 run_scenario(sys.argv[1], sys.argv[2], seed=5, noise=2, dsn=sys.argv[3], **{options})
 """
 
@@ -127,7 +127,7 @@ def test_the_effects_record_lives_in_the_postgres_checkpointer_database(
 
 
 def test_the_postgres_queue_needs_a_dsn(tmp_path: Path) -> None:
-    from lab.__main__ import main as lab_main
+    from twice.lab.__main__ import main as lab_main
 
     with pytest.raises(SystemExit) as exited:
         lab_main(["run", "redelivery", "--out", str(tmp_path), "--set", "queue=postgres"])

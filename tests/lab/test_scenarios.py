@@ -21,9 +21,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from lab.__main__ import main
-from lab.agent import derived_key
-from lab.scenarios import SCENARIOS, run_scenario
+from twice.lab.__main__ import main
+from twice.lab.agent import derived_key
+from twice.lab.scenarios import SCENARIOS, run_scenario
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_data"
 _RUNS: dict[tuple[str, str], tuple[Path, float]] = {}

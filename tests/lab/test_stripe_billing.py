@@ -17,10 +17,10 @@ import requests
 import stripe
 import time_machine
 
-from lab.clock import VirtualClock
-from lab.stripe_server import StripeServer
-from lab.stripe_wire import API_VERSION, LEGACY_API_VERSION, version_at_least
 from tests.lab.conftest import KEY, make_client
+from twice.lab.clock import VirtualClock
+from twice.lab.stripe_server import StripeServer
+from twice.lab.stripe_wire import API_VERSION, LEGACY_API_VERSION, version_at_least
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 NOW = int(T0.timestamp())

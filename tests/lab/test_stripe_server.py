@@ -12,8 +12,8 @@ import stripe
 import time_machine
 from stripe.params import ChargeCreateParams
 
-from lab.stripe_server import Fault, StripeServer, mask_key
 from tests.lab.conftest import KEY, READ_ONLY_KEY, ClientFactory, make_client
+from twice.lab.stripe_server import Fault, StripeServer, mask_key
 
 CHARGE: ChargeCreateParams = {"amount": 2000, "currency": "usd", "metadata": {"thread_id": "t-1"}}
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from connectors import request_log, stripe_events
 from twice.attempts import moves_money, provider_attempts
+from twice.connectors.provider import request_log, stripe_events
 from twice.timeline import concat
 
 T0 = 1_741_000_000

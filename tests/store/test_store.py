@@ -1,0 +1,371 @@
+"""The investigation store, on both backends: SQLite in a temp dir and a real PostgreSQL server.
+
+Timelines are the bundled sample incidents, loaded by the real connectors.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import psycopg
+import pytest
+
+from twice.connectors.registry import load_all, scan_folder
+from twice.engine import Analysis, analyze
+from twice.store import (
+    InvestigationExists,
+    InvestigationNotFound,
+    Note,
+    Override,
+    Store,
+    StoreError,
+    WarningLike,
+    default_store_path,
+    effective_overrides,
+    open_store,
+    valid_id,
+)
+from twice.store.postgres import MIGRATIONS as PG_MIGRATIONS
+from twice.store.postgres import PostgresStore
+from twice.store.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
+from twice.store.sqlite import SqliteStore
+from twice.timeline import SourceWarning, validate
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_data"
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _load(name: str) -> pd.DataFrame:
+    found, _ = scan_folder(SAMPLES / name)
+    return load_all((connector, path, {}) for connector, path in found).rows
+
+
+@dataclass
+class Incident:
+    timeline: pd.DataFrame
+    analysis: Analysis  # analyze(timeline), computed once: saves every create recomputing it
+
+
+@pytest.fixture(scope="module")
+def step_retry() -> Incident:
+    timeline = _load("step_retry")
+    return Incident(timeline, analyze(timeline))
+
+
+@pytest.fixture(scope="module")
+def redelivery() -> Incident:
+    timeline = _load("redelivery")
+    return Incident(timeline, analyze(timeline))
+
+
+def save(store: Store, title: str, incident: Incident, **options: Any) -> str:
+    return store.create(title, incident.timeline, analysis=incident.analysis, **options)
+
+
+@dataclass
+class Backend:
+    kind: str
+    url: str  # what open_store takes
+    store: Store
+    raw: Callable[[str], list[tuple[Any, ...]]]  # run SQL on the store's database directly
+
+
+def _sqlite_raw(path: Path) -> Callable[[str], list[tuple[Any, ...]]]:
+    def run(sql: str) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(path) as conn:
+            return conn.execute(sql).fetchall()
+    return run
+
+
+def _pg_raw(dsn: str) -> Callable[[str], list[tuple[Any, ...]]]:
+    def run(sql: str) -> list[tuple[Any, ...]]:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            cur = conn.execute(sql)
+            return cur.fetchall() if cur.description else []
+    return run
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    if request.param == "sqlite":
+        path = tmp_path / "investigations.sqlite3"
+        return Backend("sqlite", str(path), open_store(str(path)), _sqlite_raw(path))
+    dsn = request.getfixturevalue("fresh_postgres_dsn")
+    return Backend("postgres", dsn, open_store(dsn), _pg_raw(dsn))
+
+
+def test_round_trip_keeps_the_timeline_and_computes_the_summary(
+        backend: Backend, step_retry: Incident) -> None:
+    warning = SourceWarning(source="events.json:7", detail="not JSON; skipped")
+    warnings: list[WarningLike] = [warning, {"source": "x.csv:2", "detail": "d"}]
+    inv_id = backend.store.create("Double charge for ACME", step_retry.timeline,
+                                  tags=["acme", "p1"], warnings=warnings)
+    snap = backend.store.get(inv_id)
+    assert snap is not None
+    validate(snap.timeline)
+    pd.testing.assert_frame_equal(snap.timeline, step_retry.timeline, check_dtype=True,
+                                  check_exact=True)
+    s = snap.summary
+    assert (s.id, s.title, s.provider, s.tags) == (inv_id, "Double charge for ACME", "stripe",
+                                                    ["acme", "p1"])
+    assert (s.groups, s.worst_layer, s.money_at_risk) == (1, "step_retry", {"usd": 900})
+    assert s.sources == sorted(step_retry.timeline["source"].unique())
+    assert s.created_at.tzinfo is not None and abs(datetime.now(UTC) - s.created_at) < \
+        timedelta(minutes=1)
+    assert snap.warnings == [{"source": "events.json:7", "detail": "not JSON; skipped"},
+                             {"source": "x.csv:2", "detail": "d"}]
+    assert (snap.notes, snap.overrides) == ([], [])
+    assert backend.store.list() == [s]
+    # without its timeline (the web app holds it analysed): the rest as it is, no rows
+    light = backend.store.get(inv_id, timeline=False)
+    assert light is not None and len(light.timeline) == 0
+    validate(light.timeline)
+    assert (light.summary, light.warnings, light.notes) == (s, snap.warnings, [])
+    assert backend.store.get("inv-missing-0000", timeline=False) is None
+
+
+def test_list_is_newest_first(backend: Backend, step_retry: Incident) -> None:
+    ids = [save(backend.store, f"incident {n}", step_retry) for n in range(3)]
+    assert [s.id for s in backend.store.list()] == ids[::-1]
+
+
+def test_search_by_customer_thread_title_and_tag(
+        backend: Backend, step_retry: Incident, redelivery: Incident) -> None:
+    charged = save(backend.store, "Double charge, ACME Corp", step_retry, tags=["vip"])
+    other = save(backend.store, "Night batch", redelivery)
+    group = step_retry.analysis.groups[0]
+    customer = str(group.attempts["subject"].dropna().iloc[0])
+    assert customer.startswith("cus_")
+
+    def found(search: str) -> list[str]:
+        return [s.id for s in backend.store.list(search=search)]
+
+    assert found(customer) == [charged]
+    assert found(str(group.thread_id)) == [charged]
+    assert found(customer.upper()) == [charged]  # ids pasted in any case
+    assert found("acme") == [charged]
+    assert found("charge acme") == [charged]  # every word must match
+    assert found("vip") == [charged]
+    assert found("night") == [other]
+    assert found("") == [other, charged]
+    assert found("cus_doesnotexist") == []
+    # `_` and `%` are literal characters, not LIKE wildcards
+    assert found(customer.replace("_", "%")) == []
+    assert found(customer[:3] + "x" + customer[4:]) == []
+
+
+def test_filter_by_layer(backend: Backend, step_retry: Incident,
+                         redelivery: Incident) -> None:
+    step = save(backend.store, "step", step_retry)
+    redelivered = save(backend.store, "redelivered", redelivery)
+    assert [s.id for s in backend.store.list(layer="redelivery")] == [redelivered]
+    assert [s.id for s in backend.store.list(layer="step_retry")] == [step]
+    assert backend.store.list(layer="sdk_retry") == []
+    assert [s.id for s in backend.store.list(search="step", layer="step_retry")] == [step]
+    assert backend.store.list(search="redelivered", layer="step_retry") == []
+
+
+def test_concurrent_writers_lose_no_note_or_override(
+        backend: Backend, step_retry: Incident) -> None:
+    inv_id = save(backend.store, "shared", step_retry)
+    start = threading.Barrier(2)
+    failures: list[BaseException] = []
+
+    def write(author: str) -> None:
+        store = open_store(backend.url)  # like two app sessions, each with its own store
+        start.wait()
+        try:
+            for n in range(50):
+                store.add_note(inv_id, Note(author, f"note {n}", T0 + timedelta(seconds=n)))
+                if n % 10 == 0:
+                    store.add_override(inv_id, Override("g_1", "a>b", "redelivery", f"r{n}",
+                                                        author, T0, confirmed=False))
+        except BaseException as exc:  # reported below: a thread's exception is otherwise lost
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=(who,)) for who in ("ana", "bo")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    snap = backend.store.get(inv_id)
+    assert snap is not None
+    assert len(snap.notes) == 100
+    assert {(n.author, n.text) for n in snap.notes} == \
+        {(a, f"note {n}") for a in ("ana", "bo") for n in range(50)}
+    assert all(n.at.tzinfo is not None for n in snap.notes)
+    assert len(snap.overrides) == 10
+
+
+def test_latest_override_is_in_effect(backend: Backend, step_retry: Incident) -> None:
+    inv_id = save(backend.store, "overrides", step_retry)
+    first = Override("g_1", "a>b", "step_retry", "agrees", "ana", T0, confirmed=True)
+    second = Override("g_1", "a>b", "redelivery", "worker log shows a restart", "bo",
+                      T0 + timedelta(minutes=5), confirmed=False)
+    other = Override("g_2", "c>d", "sdk_retry", "ok", "ana", T0, confirmed=True)
+    for o in (first, other, second):
+        backend.store.add_override(inv_id, o)
+    note = Note("ana", "customer refunded", T0, group_id="g_1", duplicate="a>b")
+    backend.store.add_note(inv_id, note)
+    snap = backend.store.get(inv_id)
+    assert snap is not None
+    assert snap.overrides == [first, other, second]
+    assert snap.notes == [note]
+    assert effective_overrides(snap.overrides) == {("g_1", "a>b"): second, ("g_2", "c>d"): other}
+
+
+def test_missing_and_invalid_ids(backend: Backend, step_retry: Incident) -> None:
+    assert backend.store.get("NoSuchInvestigation_0") is None
+    for bad in ("", "../etc/passwd", "a" * 65, "x' OR '1'='1", "id with space", "é"):
+        assert backend.store.get(bad) is None
+        backend.store.delete(bad)  # nothing to do, no error
+    note = Note("ana", "hi", T0)
+    with pytest.raises(InvestigationNotFound):
+        backend.store.add_note("NoSuchInvestigation_0", note)
+    with pytest.raises(InvestigationNotFound):
+        backend.store.add_note("../x", note)
+    with pytest.raises(ValueError, match="timezone"):
+        backend.store.add_note("NoSuchInvestigation_0", Note("ana", "hi", datetime(2025, 1, 1)))
+    inv_id = save(backend.store, "sample", step_retry, id="sample-step_retry")
+    assert inv_id == "sample-step_retry"
+    with pytest.raises(InvestigationExists):
+        save(backend.store, "sample again", step_retry, id="sample-step_retry")
+    with pytest.raises(ValueError, match="invalid investigation id"):
+        save(backend.store, "bad", step_retry, id="no/slashes")
+    assert [s.title for s in backend.store.list()] == ["sample"]
+
+
+def test_invalid_id_is_answered_without_a_query(
+        backend: Backend, step_retry: Incident) -> None:
+    save(backend.store, "x", step_retry)
+    # take the database away: any query now fails, so a None answer made no query
+    if backend.kind == "sqlite":
+        path = Path(backend.url)
+        for p in path.parent.glob(path.name + "*"):
+            p.unlink()
+        path.mkdir()
+    else:
+        name = backend.url.rpartition("/")[2]
+        admin = _pg_raw(backend.url.rpartition("/")[0] + "/postgres")
+        admin(f'DROP DATABASE "{name}" WITH (FORCE)')
+    assert backend.store.get("../../etc/passwd") is None
+    assert backend.store.get("a" * 65) is None
+    with pytest.raises(StoreError) as caught:
+        backend.store.get("WellFormedButUnreachable")
+    if backend.kind == "postgres":
+        password = re.search(r"postgres:([^@]+)@", backend.url)
+        assert password and password[1] not in str(caught.value)
+
+
+def test_create_is_atomic(backend: Backend, step_retry: Incident) -> None:
+    # the second insert of a create fails, as a crash between the two would leave it
+    if backend.kind == "sqlite":
+        backend.raw("CREATE TRIGGER crash BEFORE INSERT ON timelines "
+                    "BEGIN SELECT RAISE(ABORT, 'disk on fire'); END")
+    else:
+        backend.raw("CREATE FUNCTION crash() RETURNS trigger LANGUAGE plpgsql AS "
+                    "$$ BEGIN RAISE EXCEPTION 'disk on fire'; END $$")
+        backend.raw("CREATE TRIGGER crash BEFORE INSERT ON timelines "
+                    "FOR EACH ROW EXECUTE FUNCTION crash()")
+    with pytest.raises(StoreError, match="disk on fire") as caught:
+        save(backend.store, "half", step_retry, id="half")
+    assert not isinstance(caught.value, InvestigationExists)
+    assert backend.store.list() == []
+    assert backend.store.get("half") is None
+    assert backend.raw("SELECT count(*) FROM investigations") == [(0,)]
+
+
+def test_delete_removes_notes_and_overrides(backend: Backend, step_retry: Incident) -> None:
+    keep = save(backend.store, "keep", step_retry)
+    gone = save(backend.store, "gone", step_retry)
+    for inv_id in (keep, gone):
+        backend.store.add_note(inv_id, Note("ana", "n", T0))
+        backend.store.add_override(inv_id, Override("g", "a>b", "sdk_retry", "r", "ana", T0,
+                                                    confirmed=True))
+    backend.store.delete(gone)
+    assert backend.store.get(gone) is None
+    assert [s.id for s in backend.store.list()] == [keep]
+    for table in ("notes", "overrides", "timelines"):
+        assert backend.raw(f"SELECT count(*) FROM {table}") == [(1,)]
+
+
+def test_migrations_from_empty_and_one_more(backend: Backend) -> None:
+    known = [(v,) for v in range(1, len(SQLITE_MIGRATIONS) + 1)]
+    assert len(SQLITE_MIGRATIONS) == len(PG_MIGRATIONS)  # the two backends stay in step
+    assert backend.raw("SELECT version FROM schema_version ORDER BY version") == known
+    reopened = open_store(backend.url)  # nothing left to apply
+    assert backend.raw("SELECT version FROM schema_version ORDER BY version") == known
+    assert reopened.list() == []
+
+    def v2(conn: Any) -> None:  # what the next version will look like: one more function
+        conn.execute("ALTER TABLE investigations ADD COLUMN severity TEXT")
+
+    store: Any
+    if backend.kind == "sqlite":
+        store = SqliteStore(backend.url, migrations=[*SQLITE_MIGRATIONS, v2])
+        SqliteStore(backend.url, migrations=[*SQLITE_MIGRATIONS, v2])  # applied once only
+    else:
+        store = PostgresStore(backend.url, migrations=[*PG_MIGRATIONS, v2])
+        PostgresStore(backend.url, migrations=[*PG_MIGRATIONS, v2])
+    assert store.schema_version() == len(known) + 1
+    assert backend.raw("SELECT version FROM schema_version ORDER BY version") == \
+        [*known, (len(known) + 1,)]
+    # an older twice refuses a store a newer one migrated, instead of misreading it
+    with pytest.raises(StoreError, match="newer twice"):
+        open_store(backend.url)
+
+
+def test_sqlite_file_is_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "store.sqlite3"
+    open_store(f"sqlite:///{path}")  # four slashes: an absolute path
+    assert _sqlite_raw(path)("PRAGMA journal_mode") == [("wal",)]
+
+
+def test_generated_ids_are_unguessable(tmp_path: Path, step_retry: Incident) -> None:
+    store = open_store(str(tmp_path / "s.sqlite3"))
+    ids = {store.create(f"t{n}", step_retry.timeline.head(5)) for n in range(3)}
+    assert len(ids) == 3
+    for inv_id in ids:
+        # secrets.token_urlsafe(16): 128 random bits in 22 URL-safe characters
+        assert re.fullmatch(r"[A-Za-z0-9_-]{22}", inv_id) and valid_id(inv_id)
+
+
+def test_open_store_picks_the_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("TWICE_STORE", raising=False)
+    assert default_store_path() == tmp_path / "xdg" / "twice" / "investigations.sqlite3"
+    store = open_store()
+    assert isinstance(store, SqliteStore) and store.path == default_store_path()
+    assert default_store_path().exists()
+
+    monkeypatch.setenv("TWICE_STORE", str(tmp_path / "team.sqlite3"))
+    assert open_store().path == tmp_path / "team.sqlite3"  # type: ignore[attr-defined]
+
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/ignored")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_store_path() == tmp_path / "home/.local/share/twice/investigations.sqlite3"
+
+    for url in ("mysql://me:hunter2@db/x", "sqlite://", "sqlite:///"):
+        with pytest.raises(StoreError) as caught:
+            open_store(url)
+        assert "hunter2" not in str(caught.value)
+
+
+def test_postgres_errors_never_show_the_password(fresh_postgres_dsn: str) -> None:
+    password = re.search(r"postgres:([^@]+)@", fresh_postgres_dsn)
+    assert password
+    wrong = fresh_postgres_dsn.replace(password[1], "not-" + password[1])
+    with pytest.raises(StoreError) as caught:
+        open_store(wrong)
+    message = str(caught.value)
+    assert password[1] not in message and "password authentication failed" in message
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__

@@ -1,0 +1,125 @@
+"""Helpers the browser tests share: the app served headless on a free port, Debian's chromium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def running_app(env: dict[str, str]) -> Iterator[str]:
+    """`streamlit run twice/web/main.py` headless on a free port with `env` added; yields its
+    URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "twice" / "web" / "main.py"),
+         "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    out = proc.stdout.read().decode() if proc.stdout else ""
+                    raise RuntimeError(f"streamlit did not start:\n{out}") from None
+                time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """A headless Debian chromium driven by Playwright (no browser download)."""
+    assert Path(CHROMIUM).exists(), "Debian's chromium is installed by scripts/test"
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+# Screen positions of a chart's data points, from plotly's own axes (the timeline's points are
+# WebGL, so there is no element per point to aim at; sweeping the mouse blindly was flaky).
+_POINTS_JS = """
+gd => {
+  const fl = gd._fullLayout, box = gd.getBoundingClientRect(), out = [];
+  for (const t of gd._fullData || []) {
+    if (t.visible !== true || !t.x || !t.y) continue;
+    const xa = fl[t.xaxis.replace('x', 'xaxis')], ya = fl[t.yaxis.replace('y', 'yaxis')];
+    for (let i = 0; i < Math.min(t.x.length, 50); i++) {
+      const px = xa.d2p(t.x[i]), py = ya.d2p(t.y[i]);
+      if (!isFinite(px) || !isFinite(py) || px < 0 || px > xa._length || py < 0
+          || py > ya._length) continue;
+      out.push([box.left + xa._offset + px, box.top + ya._offset + py]);
+    }
+  }
+  return out;
+}
+"""
+
+
+def hover_points(page: Any) -> int:
+    """Aim the mouse at each chart's data points and count the charts for which plotly drew a
+    hover label (it carries evidence text). Labels are drawn after a throttle, so each aim waits
+    for one, and a chart gets several points before it counts as unlabelled."""
+    page.locator(".js-plotly-plot .nsewdrag").first.wait_for(state="attached", timeout=60_000)
+    labels = page.locator(".hoverlayer .hovertext")
+    charts = page.locator(".js-plotly-plot")
+    hovered = 0
+    for c in range(charts.count()):
+        charts.nth(c).scroll_into_view_if_needed()
+        for x, y in charts.nth(c).evaluate(_POINTS_JS)[:8]:
+            page.mouse.move(1, 1)  # leave the chart so the next move is a fresh hover
+            page.mouse.move(x, y, steps=4)
+            try:
+                labels.first.wait_for(state="attached", timeout=3_000)
+            except Exception:  # noqa: BLE001 - playwright's TimeoutError: aim at the next point
+                continue
+            hovered += 1
+            break
+    return hovered
+
+
+def run_app(params: dict[str, str] | None = None, timeout: float = 120) -> AppTest:
+    """The web app's script run once in-process by Streamlit's AppTest, with these URL query
+    parameters; fails on any exception the page raised."""
+    at = AppTest.from_file(str(ROOT / "twice" / "web" / "main.py"), default_timeout=timeout)
+    for k, v in (params or {}).items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    return at

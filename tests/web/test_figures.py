@@ -1,0 +1,283 @@
+"""The investigation figures, built from the bundled incidents (and a 60k-row timeline)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from twice.connectors import registry
+from twice.engine import Analysis, analyze
+from twice.layers import Bands, Layer
+from twice.timeline import Kind
+from twice.web.figures import (
+    AGGREGATE_NAME,
+    ATTEMPTS_LINE_NAME,
+    GAP_FLOOR_S,
+    LANES,
+    LAYER_COLORS,
+    SELECTED_NAME,
+    attempt_comparison,
+    duplicates_frame,
+    gaps_figure,
+    timeline_figure,
+)
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_data"
+INCIDENTS = sorted(p.name for p in SAMPLES.iterdir() if (p / "truth.json").exists())
+
+
+@dataclasses.dataclass
+class Incident:
+    truth: dict[str, Any]
+    analysis: Analysis
+
+
+@pytest.fixture(scope="module")
+def incidents() -> dict[str, Incident]:
+    out = {}
+    for name in INCIDENTS:
+        found, _ = registry.scan_folder(SAMPLES / name)
+        loaded = registry.load_all([(n, p, {}) for n, p in found])
+        out[name] = Incident(json.loads((SAMPLES / name / "truth.json").read_text()),
+                             analyze(loaded.rows))
+    return out
+
+
+@pytest.fixture(scope="module")
+def all_dups(incidents: dict[str, Incident]) -> pd.DataFrame:
+    return pd.concat([duplicates_frame(i.analysis) for i in incidents.values()],
+                     ignore_index=True)
+
+
+def _points(fig: go.Figure) -> dict[str, dict[str, Any]]:
+    """Duplicate key -> its marker's trace name, x, symbol, size, outline colour."""
+    out = {}
+    for trace in fig.data:
+        m = trace.marker
+        for i, key in enumerate(trace.customdata):
+            assert key not in out, f"{key} drawn twice"
+            out[key] = {"layer": trace.name, "x": trace.x[i], "symbol": m.symbol[i],
+                        "size": m.size[i], "outline": m.line.color[i], "color": m.color}
+    return out
+
+
+def test_incidents_are_bundled() -> None:
+    assert {"step_retry", "sdk_retry", "redelivery", "control_renewal"} <= set(INCIDENTS)
+
+
+def test_duplicates_frame_names_each_incidents_layer(incidents: dict[str, Incident]) -> None:
+    for name, inc in incidents.items():
+        dups = duplicates_frame(inc.analysis)
+        if inc.truth["layer"] == "none":
+            assert dups.empty, name
+            continue
+        assert inc.truth["layer"] in set(dups["layer"]), name
+        for row in dups.to_dict("records"):
+            assert row["key"] == f"{row['group_id']}:{row['second']}"
+            group = next(g for g in inc.analysis.groups if g.group_id == row["group_id"])
+            assert row["at"] == group.attempts.set_index("attempt_id").loc[row["second"], "at"]
+        assert dups["protected"].any() == inc.truth["protected"], name
+
+
+def test_gaps_figure_has_one_marker_per_duplicate(all_dups: pd.DataFrame) -> None:
+    fig = gaps_figure(all_dups)
+    points = _points(fig)
+    assert sorted(points) == sorted(all_dups["key"])
+    assert fig.layout.xaxis.type == "log"
+    for row in all_dups.to_dict("records"):
+        p = points[row["key"]]
+        assert p["layer"] == row["layer"]
+        assert p["color"] == LAYER_COLORS[row["layer"]]
+        assert p["x"] == pytest.approx(max(row["gap_seconds"], GAP_FLOOR_S))
+        assert p["symbol"] == ("circle-open" if row["protected"] else "circle")
+    # a 0 s gap (a resend logged in the same instant) is still drawn, at the floor of the log
+    # axis; the gateway sample's own gap is 12 ms since the request log gives milliseconds
+    zero = all_dups.copy()
+    zero.loc[zero.index[0], "gap_seconds"] = 0.0
+    fig0 = gaps_figure(zero)
+    drawn = _points(fig0)[zero.iloc[0]["key"]]["x"]
+    assert drawn == pytest.approx(GAP_FLOOR_S)
+    assert 10 ** fig0.layout.xaxis.range[0] < drawn
+
+
+def test_gaps_figure_shades_the_bands_with_their_layers(all_dups: pd.DataFrame) -> None:
+    for bands in (Bands(), Bands(seconds=5, tens_of_seconds=60, retention=6 * 3600)):
+        fig = gaps_figure(all_dups, bands=bands)
+        shapes = {s.name: s for s in fig.layout.shapes}
+        assert list(shapes) == ["seconds", "tens_of_seconds", "minutes", "beyond_retention"]
+        assert shapes["seconds"].x1 == bands.seconds
+        assert (shapes["tens_of_seconds"].x0, shapes["tens_of_seconds"].x1) == (
+            bands.seconds, bands.tens_of_seconds)
+        assert (shapes["minutes"].x0, shapes["minutes"].x1) == (
+            bands.tens_of_seconds, bands.retention)
+        assert shapes["beyond_retention"].x0 == bands.retention
+        assert all(s.yref in ("paper", "y domain") and (s.y0, s.y1) == (0, 1)
+                   for s in shapes.values())
+        # the band shading spans the whole axis (range is log10 of seconds)
+        lo, hi = (10 ** v for v in fig.layout.xaxis.range)
+        assert shapes["seconds"].x0 <= lo and shapes["beyond_retention"].x1 >= hi
+        assert "sdk retry" in shapes["seconds"].label.text
+        assert "gateway retry" in shapes["seconds"].label.text
+        assert "step retry" in shapes["tens_of_seconds"].label.text
+        assert "redelivery" in shapes["minutes"].label.text
+
+
+def test_layer_colours_cover_every_layer_and_differ() -> None:
+    assert set(LAYER_COLORS) == {layer.value for layer in Layer}
+    assert len(set(LAYER_COLORS.values())) == len(LAYER_COLORS)
+
+
+def test_selected_duplicate_is_highlighted(all_dups: pd.DataFrame) -> None:
+    key = all_dups[all_dups["layer"] == "step_retry"]["key"].iloc[0]
+    fig = gaps_figure(all_dups, selected=key)
+    points = _points(fig)
+    others = [p for k, p in points.items() if k != key]
+    assert all(points[key]["size"] > p["size"] for p in others)
+    assert points[key]["outline"] == "#000000"
+    assert all(p["outline"] != "#000000" for p in others)
+    assert fig.layout.clickmode == "event+select"
+    assert fig.layout.dragmode == "zoom"  # a click must stay a selection in Streamlit
+    plain = _points(gaps_figure(all_dups))
+    assert len({p["size"] for p in plain.values()}) == 1
+
+
+def test_gaps_figure_without_duplicates_still_shows_the_bands(
+        incidents: dict[str, Incident]) -> None:
+    dups = duplicates_frame(incidents["control_renewal"].analysis)
+    fig = gaps_figure(dups)
+    assert len(fig.data) == 0 and len(fig.layout.shapes) == 4
+
+
+def _lane_traces(fig: go.Figure) -> dict[str, Any]:
+    return {t.name: t for t in fig.data if t.name in set(LANES.values())}
+
+
+def _attempt_request_rows(analysis: Analysis, group_id: str) -> pd.Index:
+    group = next(g for g in analysis.groups if g.group_id == group_id)
+    tl = analysis.timeline
+    return tl.index[(tl["kind"] == Kind.PROVIDER_REQUEST.value)
+                    & tl["request_id"].isin(list(group.attempts["request_id"].dropna()))]
+
+
+def test_timeline_has_a_lane_per_source_kind(incidents: dict[str, Incident]) -> None:
+    analysis = incidents["redelivery"].analysis
+    fig = timeline_figure(analysis)
+    lanes = _lane_traces(fig)
+    assert set(lanes) == set(LANES.values())  # redelivery has every kind, queue receives too
+    assert all(t.type == "scatter" for t in fig.data)  # SVG: drawn without WebGL too
+    for kind, label in LANES.items():
+        trace = lanes[label]
+        assert set(trace.y) == {label}
+        assert len(trace.x) == (analysis.timeline["kind"] == kind).sum()
+    assert list(fig.layout.yaxis.categoryarray) == [
+        label for label in reversed(LANES.values())]
+    hover = " ".join(lanes["provider requests"].text)
+    assert "request id: req_" in hover and "idempotency key: " in hover
+
+
+def test_timeline_highlights_the_selected_groups_attempts(incidents: dict[str, Incident]) -> None:
+    analysis = incidents["step_retry"].analysis
+    group = analysis.groups[0]
+    fig = timeline_figure(analysis, selected_group=group.group_id)
+    by_name = {t.name: t for t in fig.data}
+    selected = by_name[SELECTED_NAME]
+    requests = _attempt_request_rows(analysis, group.group_id)
+    assert len(requests) >= 2
+    assert set(requests) <= set(selected.customdata)
+    calls = analysis.timeline.index[analysis.timeline["tool_call_id"].isin(group.tool_call_ids)
+                                    & (analysis.timeline["kind"] == Kind.TOOL_CALL.value)]
+    assert set(calls) <= set(selected.customdata)
+    line = by_name[ATTEMPTS_LINE_NAME]
+    assert "lines" in line.mode
+    assert list(line.customdata) == list(group.attempts["attempt_id"])
+    expected = group.attempts["at"].dt.tz_convert("UTC").dt.tz_localize(None)
+    assert [pd.Timestamp(x) for x in line.x] == list(expected)
+    # on the raw clocks the attempts sit where the provider's own clock put them
+    raw = {t.name: t for t in timeline_figure(analysis, selected_group=group.group_id,
+                                              aligned=False).data}[ATTEMPTS_LINE_NAME]
+    expected_raw = group.attempts["at_raw"].dt.tz_convert("UTC").dt.tz_localize(None)
+    assert [pd.Timestamp(x) for x in raw.x] == list(expected_raw)
+    assert SELECTED_NAME not in {t.name for t in timeline_figure(analysis).data}
+
+
+def test_timeline_window_clips_rows(incidents: dict[str, Incident]) -> None:
+    analysis = incidents["step_retry"].analysis
+    group = analysis.groups[0]
+    t0 = group.attempts["at"].min() - pd.Timedelta(seconds=5)
+    t1 = group.attempts["at"].max() + pd.Timedelta(seconds=5)
+    fig = timeline_figure(analysis, selected_group=group.group_id, window=(t0, t1))
+    naive0, naive1 = t0.tz_localize(None), t1.tz_localize(None)
+    drawn = 0
+    for trace in fig.data:
+        xs = [pd.Timestamp(x) for x in trace.x]
+        assert all(naive0 <= x <= naive1 for x in xs), trace.name
+        drawn += len(xs) if trace.name in set(LANES.values()) else 0
+    inside = analysis.timeline["at_aligned"].between(t0, t1).sum()
+    assert drawn == inside < len(analysis.timeline)
+    assert [pd.Timestamp(x) for x in fig.layout.xaxis.range] == [naive0, naive1]
+    assert set(_attempt_request_rows(analysis, group.group_id)) <= set(
+        {t.name: t for t in fig.data}[SELECTED_NAME].customdata)
+
+
+def enlarged(analysis: Analysis, rows: int) -> Analysis:
+    """The incident's timeline plus shifted copies with fresh ids (the copies are no attempts)."""
+    tl = analysis.timeline
+    copies = [tl]
+    for i in range(1, rows // len(tl) + 1):
+        c = tl.copy()
+        for col in ("at", "at_aligned", "end"):
+            c[col] = c[col] + pd.Timedelta(minutes=30 * i)
+        for col in ("request_id", "span_id", "tool_call_id", "thread_id", "idempotency_key"):
+            c[col] = c[col] + f"-copy{i}"
+        copies.append(c)
+    return dataclasses.replace(analysis, timeline=pd.concat(copies, ignore_index=True))
+
+
+def test_big_timeline_aggregates_but_keeps_attempts(incidents: dict[str, Incident]) -> None:
+    base = incidents["step_retry"].analysis
+    analysis = enlarged(base, 60_000)
+    assert len(analysis.timeline) >= 60_000
+    group = base.groups[0]
+    max_points = 5_000
+    fig = timeline_figure(analysis, selected_group=group.group_id, max_points=max_points)
+    by_name = {t.name: t for t in fig.data}
+    lanes = _lane_traces(fig)
+    individual = sum(len(t.x) for t in lanes.values())
+    attempt_rows = set(_attempt_request_rows(analysis, group.group_id))
+    assert individual <= max_points + 100
+    assert all(t.type == "scattergl" for t in lanes.values())  # past SVG_MAX_POINTS: WebGL
+    kept = set().union(*(set(t.customdata) for t in lanes.values()))
+    assert attempt_rows <= kept  # the attempts are points, never only counts
+    assert attempt_rows <= set(by_name[SELECTED_NAME].customdata)
+    density = by_name[AGGREGATE_NAME]
+    assert density.type == "heatmap"
+    counted = sum(v for row in density.z for v in row if v is not None and not math.isnan(v))
+    assert counted + individual == len(analysis.timeline)
+    # under the budget everything is a point and nothing is aggregated
+    small = timeline_figure(base, selected_group=group.group_id, max_points=max_points)
+    assert AGGREGATE_NAME not in {t.name for t in small.data}
+    assert {t.type for t in small.data} == {"scatter"}
+
+
+def test_attempt_comparison_of_step_retry(incidents: dict[str, Incident]) -> None:
+    inc = incidents["step_retry"]
+    group = inc.analysis.groups[0]
+    dup = group.duplicates[0]
+    table = attempt_comparison(inc.analysis, group.group_id, dup.first, dup.second)
+    assert list(table.columns) == ["first", "second", "same"]
+    key = table.loc["idempotency key"]
+    assert key["first"] and key["second"] and not key["same"]  # a fresh key per re-run
+    call = table.loc["tool_call_id"]
+    assert call["same"] and call["first"] == inc.truth["duplicate_tool_call_ids"][0]
+    objects = table.loc["object id"]
+    assert {objects["first"], objects["second"]} == set(inc.truth["payment_intents"])
+    assert not objects["same"]
+    assert table.loc["amount", "same"] and table.loc["args / body", "same"]
+    assert str(table.loc["time (raw)", "first"]).endswith("Z")

@@ -1,0 +1,62 @@
+"""The self-contained HTML report in a real browser (Debian's chromium): its charts draw and
+answer the mouse, whatever the incident's size. Its script policy allows no eval, which plotly's
+WebGL traces need, so the report must never hold one (they would show "WebGL is not supported")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.web.conftest import chromium, hover_points
+from tests.web.test_figures import enlarged
+from twice.connectors import registry
+from twice.engine import analyze
+from twice.store import Snapshot, Summary
+from twice.web.figures import SVG_MAX_POINTS
+from twice.web.report_html import build_report
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_data"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as b:
+        yield b
+
+
+def _snapshot(rows: int) -> tuple[Snapshot, Any]:
+    found, _ = registry.scan_folder(SAMPLES / "step_retry")
+    base = analyze(registry.load_all([(n, p, {}) for n, p in found]).rows)
+    timeline = enlarged(base, rows).timeline if rows else base.timeline
+    analysis = analyze(timeline)
+    summary = Summary(id="report-test", title=f"step retry, {len(timeline)} rows",
+                      created_at=datetime(2025, 3, 3, tzinfo=UTC), provider="stripe",
+                      groups=len(analysis.groups), worst_layer="step_retry",
+                      money_at_risk={}, sources=["sample_data/step_retry"], tags=[])
+    return Snapshot(summary, timeline, [], [], []), analysis
+
+
+@pytest.mark.parametrize("rows", [0, 4 * SVG_MAX_POINTS], ids=["sample", "past_svg_limit"])
+def test_report_charts_draw_without_webgl_and_answer_the_mouse(browser: Any, tmp_path: Path,
+                                                               rows: int) -> None:
+    snap, analysis = _snapshot(rows)
+    assert len(snap.timeline) >= rows
+    report = tmp_path / "report.html"
+    report.write_text(build_report(snap, analysis), encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(report.as_uri())
+    page.locator(".js-plotly-plot .nsewdrag").first.wait_for(state="attached", timeout=60_000)
+    assert page.locator(".js-plotly-plot").count() == 2
+    types = page.evaluate("[...document.querySelectorAll('.js-plotly-plot')]"
+                          ".map(gd => gd._fullData.map(t => t.type))")
+    assert not any(t.endswith("gl") for chart in types for t in chart), types
+    assert page.locator(".no-webgl").count() == 0
+    assert hover_points(page) == 2  # a label for a point of each chart
+    assert errors == []
+    page.close()

@@ -1,0 +1,103 @@
+"""Page flow and URL state with Streamlit's AppTest (the app's script run in-process)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from tests.web.conftest import run_app
+from twice.store import open_store
+
+
+@pytest.fixture
+def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    path = tmp_path / "investigations.sqlite3"
+    monkeypatch.setenv("TWICE_STORE", str(path))
+    st.cache_resource.clear()  # the app caches its store per process
+    yield path
+    st.cache_resource.clear()
+
+
+def run(params: dict[str, str] | None = None) -> AppTest:
+    return run_app(params)
+
+
+def text(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [h.value for h in at.header] + \
+        [t.value for t in at.title] + [e.value for e in at.error] + [c.value for c in at.caption] \
+        + [t.value for t in at.text]
+    return "\n".join(str(p) for p in parts)
+
+
+def test_opens_on_the_bundled_samples(store_path: Path) -> None:
+    at = run()
+    assert at.title[0].value == "Incidents"
+    page = text(at)
+    for name in ["step retry", "redelivery", "model reemission", "control new turn"]:
+        assert f"Sample: {name}" in page
+    assert "inv=sample-step-retry" in page
+
+
+def test_a_shared_link_reproduces_the_verdict_view(store_path: Path) -> None:
+    at = run({"inv": "sample-step-retry", "tab": "verdict"})
+    assert at.header[0].value.startswith("step_retry")
+    page = text(at)
+    assert "key_regenerated" in page
+    assert "What really happened" not in page  # notes live on the notes tab
+    assert "?inv=sample-step-retry" in at.code[-1].value
+    assert "tab=verdict" in at.code[-1].value
+
+
+def test_missing_investigation_is_said_plainly(store_path: Path) -> None:
+    at = run({"inv": "no-such-investigation"})
+    assert "was not found" in at.error[0].value
+
+
+def test_changing_tab_rewrites_the_url(store_path: Path) -> None:
+    at = run({"inv": "sample-model-reemission", "tab": "verdict"})
+    at.radio[0].set_value("notes").run()
+    assert at.query_params["tab"] == ["notes"] or at.query_params["tab"] == "notes"
+    assert "What really happened" in text(at)
+
+
+def test_a_note_is_saved_with_the_investigation(store_path: Path) -> None:
+    at = run({"inv": "sample-redelivery", "tab": "notes"})
+    at.text_input[0].set_value("ana")
+    at.text_area[0].set_value("visibility timeout 6 min < run time 9 min")
+    at.button[0].click().run()
+    notes = open_store(str(store_path)).get("sample-redelivery").notes  # type: ignore[union-attr]
+    assert any(n.author == "ana" and "visibility timeout" in n.text for n in notes)
+
+
+def test_controls_have_no_verdict(store_path: Path) -> None:
+    at = run({"inv": "sample-control-new-turn", "tab": "verdict"})
+    assert any("nothing to explain" in s.value for s in at.success)
+
+
+def test_the_exported_incident_folder_reloads_to_the_same_verdicts(
+        store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+    import json
+    import zipfile
+
+    from twice.cli import main
+    from twice.engine import analyze
+    from twice.web.views import incident_zip
+
+    run()  # imports the samples into the store
+    snap = open_store(str(store_path)).get("sample-redelivery")
+    assert snap is not None
+    with zipfile.ZipFile(io.BytesIO(incident_zip(snap, analyze(snap.timeline)))) as z:
+        z.extractall(tmp_path)
+    folder = tmp_path / "twice-sample-redelivery"
+    exported = json.loads((folder / "analysis.json").read_text())
+    capsys.readouterr()
+    assert main(["analyze", str(folder), "--format", "json"]) == 0
+    reloaded = json.loads(capsys.readouterr().out)
+    assert [(g["group_id"], [d["layer"] for d in g["duplicates"]]) for g in reloaded["groups"]] \
+        == [(g["group_id"], [d["layer"] for d in g["duplicates"]]) for g in exported["groups"]] \
+        == [(exported["groups"][0]["group_id"], ["redelivery"])]

@@ -1,0 +1,386 @@
+"""Reading LangGraph checkpoint data safely: blobs, message facts, UUIDv6 times.
+
+Checkpoint blobs are msgpack written by LangGraph's `JsonPlusSerializer`. Decoding them with the
+serializer's default settings imports and calls whatever class a blob names, and a blob of type
+"pickle" would be unpickled if `pickle_fallback` were on: both run code chosen by whoever wrote the
+table. We read tables we did not write, so the serializer here is the strict one (only LangGraph's
+`SAFE_MSGPACK_TYPES`, i.e. datetimes, UUIDs, LangChain messages, ...; anything else comes back as
+its raw data) with pickle off, and "pickle" blobs are refused before they reach it.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+from twice.connectors.base import SourceWarning
+
+# Serialisation types JsonPlusSerializer.loads_typed understands without pickle.
+_SAFE_TYPES = frozenset({"msgpack", "json", "null", "bytes", "bytearray"})
+_EMPTY_TYPES = frozenset({"empty"})  # PostgresSaver's marker for a channel without a value
+
+# Times a timeline can hold (pandas datetime64[ns], 1677-2262).
+_MIN_NS, _MAX_NS = -(2**63) + 1, 2**63 - 1
+# 100 ns intervals between the Gregorian epoch (UUID time zero) and the Unix epoch.
+_UUID_EPOCH_OFFSET = 0x01B21DD213814000
+
+
+class Refused:
+    """Marker for a blob that was not decoded (pickle, unknown type, corrupt)."""
+
+
+REFUSED = Refused()
+
+
+def strict_serializer() -> JsonPlusSerializer:
+    """LangGraph's serializer in strict mode, whose msgpack ext hook is memoised.
+
+    A checkpoint stores the whole message list again at every step, so the same message bytes are
+    decoded thousands of times in a long thread. The memo keeps LangGraph's own strict hook (and
+    its allow-list) but rebuilds each distinct message once.
+    """
+    strict = JsonPlusSerializer(
+        pickle_fallback=False, allowed_msgpack_modules=None, allowed_json_modules=None
+    )
+    hook: Callable[[int, bytes], Any] | None = getattr(strict, "_unpack_ext_hook", None)
+    if hook is None:  # a future langgraph without the attribute: strict, just slower
+        return strict
+    caches: dict[int, dict[bytes, Any]] = {}
+
+    def memo_hook(code: int, data: bytes) -> Any:
+        cache = caches.get(code)
+        if cache is None:
+            cache = caches[code] = {}
+        try:
+            return cache[data]
+        except KeyError:
+            value = cache[data] = hook(code, data)
+            return value
+
+    return JsonPlusSerializer(
+        pickle_fallback=False,
+        allowed_msgpack_modules=None,
+        allowed_json_modules=None,
+        __unpack_ext_hook__=memo_hook,
+    )
+
+
+class BlobDecoder:
+    """Decodes (type, blob) pairs from one source; problems become warnings, never exceptions."""
+
+    def __init__(self, source: str, warnings: list[SourceWarning]) -> None:
+        self.source = source
+        self.warnings = warnings
+        self._serde = strict_serializer()
+        self._blocked: set[tuple[str, str]] = set()
+        self._unregister: Callable[[], None] | None = None
+        self.refused_pickle = 0
+
+    def __enter__(self) -> BlobDecoder:
+        def on_event(event: Any) -> None:
+            if event.get("kind") in ("msgpack_blocked", "msgpack_method_blocked"):
+                self._blocked.add((str(event.get("module")), str(event.get("name"))))
+
+        self._unregister = register_serde_event_listener(on_event)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._unregister is not None:
+            self._unregister()
+        for module, name in sorted(self._blocked):
+            self.warnings.append(SourceWarning(
+                self.source,
+                f"blobs name the type {module}.{name}, which is not on LangGraph's safe "
+                "allow-list; it was not constructed (its raw fields were kept)",
+            ))
+
+    def decode(self, type_: str | None, blob: bytes | memoryview | None, where: str) -> Any:
+        if type_ is None or type_ in _EMPTY_TYPES or blob is None and type_ != "null":
+            return None
+        if type_ == "pickle":
+            self.refused_pickle += 1
+            self.warnings.append(SourceWarning(
+                where, "blob is stored as pickle; refused to unpickle it (unpickling runs code "
+                "chosen by whoever wrote the table); its contents were not read",
+            ))
+            return REFUSED
+        if type_ not in _SAFE_TYPES:
+            self.warnings.append(SourceWarning(
+                where, f"blob has unknown serialisation type {type_!r}; skipped"))
+            return REFUSED
+        try:
+            return self._serde.loads_typed((type_, bytes(blob or b"")))
+        except Exception as exc:  # corrupt data is data: say so and go on
+            self.warnings.append(SourceWarning(
+                where, f"cannot decode {type_} blob ({type(exc).__name__}: {exc}); skipped"))
+            return REFUSED
+
+
+def msgpack_array_head(blob: bytes) -> tuple[int, int] | None:
+    """(item count, header size) when `blob` is a msgpack array, else None."""
+    if not blob:
+        return None
+    first = blob[0]
+    if 0x90 <= first <= 0x9F:
+        return first & 0x0F, 1
+    if first == 0xDC and len(blob) >= 3:
+        return int.from_bytes(blob[1:3], "big"), 3
+    if first == 0xDD and len(blob) >= 5:
+        return int.from_bytes(blob[1:5], "big"), 5
+    return None
+
+
+def msgpack_array_header(count: int) -> bytes:
+    if count < 16:
+        return bytes([0x90 | count])
+    if count < 1 << 16:
+        return b"\xdc" + count.to_bytes(2, "big")
+    return b"\xdd" + count.to_bytes(4, "big")
+
+
+def decode_grown_list(
+    decoder: BlobDecoder, previous: tuple[bytes, list[Any]] | None, blob: bytes, where: str
+) -> tuple[bytes, list[Any]] | None:
+    """Decode a msgpack list blob that may extend the previous version's list.
+
+    PostgresSaver stores a message channel's whole list again at every version. msgpack arrays
+    are their items' encodings back to back, so when the new blob's items start with the old
+    blob's items byte for byte, only the new tail needs decoding. Returns (items bytes, list),
+    or None when the blob is not a list extending `previous` (then decode it whole).
+    """
+    head = msgpack_array_head(blob)
+    if head is None or previous is None:
+        return None
+    count, size = head
+    old_body, old_items = previous
+    if count < len(old_items) or not blob.startswith(old_body, size):
+        return None
+    tail = decoder.decode("msgpack", msgpack_array_header(count - len(old_items))
+                          + blob[size + len(old_body):], where)
+    if not isinstance(tail, list):
+        return None
+    return blob[size:], old_items + tail
+
+
+# --- messages -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFact:
+    tool_call_id: str
+    tool_name: str | None
+    args: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultFact:
+    tool_call_id: str
+    tool_name: str | None
+    status: str | None
+    content: str
+
+
+def content_text(content: Any) -> str:
+    """Message content as text (LangChain content may be a list of blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            else:
+                parts.append(orjson.dumps(block, default=str).decode())
+        return "".join(parts)
+    if content is None:
+        return ""
+    return orjson.dumps(content, default=str).decode()
+
+
+def _openai_args(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return raw
+    return raw
+
+
+def message_facts(msg: Any) -> tuple[list[ToolCallFact], ToolResultFact | None]:
+    """Tool calls an AI message asks for, or the tool result a tool message carries.
+
+    Accepts LangChain message objects and, for blobs whose message classes were not rebuilt,
+    their dict forms (LangChain's `{"type": "ai", "tool_calls": ...}` and OpenAI's
+    `{"role": "assistant", "tool_calls": [{"function": ...}]}`).
+    """
+    if isinstance(msg, AIMessage):
+        return [ToolCallFact(str(tc["id"]), tc.get("name"), tc.get("args"))
+                for tc in msg.tool_calls if tc.get("id")], None
+    if isinstance(msg, ToolMessage):
+        return [], ToolResultFact(str(msg.tool_call_id), msg.name, msg.status,
+                                  content_text(msg.content))
+    if not isinstance(msg, dict):
+        return [], None
+    kind = msg.get("type") or msg.get("role")
+    if kind in ("ai", "assistant", "AIMessage", "AIMessageChunk"):
+        calls = []
+        for tc in msg.get("tool_calls") or []:
+            if not isinstance(tc, dict) or not tc.get("id"):
+                continue
+            fn = tc.get("function")
+            if isinstance(fn, dict):  # OpenAI shape
+                calls.append(ToolCallFact(str(tc["id"]), fn.get("name"),
+                                          _openai_args(fn.get("arguments"))))
+            else:
+                calls.append(ToolCallFact(str(tc["id"]), tc.get("name"), tc.get("args")))
+        return calls, None
+    if kind in ("tool", "ToolMessage") and msg.get("tool_call_id"):
+        return [], ToolResultFact(str(msg["tool_call_id"]), msg.get("name"), msg.get("status"),
+                                  content_text(msg.get("content")))
+    return [], None
+
+
+def _looks_like_message(item: Any) -> bool:
+    return isinstance(item, AIMessage | ToolMessage) or (
+        isinstance(item, dict) and ("tool_calls" in item or "tool_call_id" in item))
+
+
+def messages_in(value: Any) -> Iterator[Any]:
+    """Message-like items in one channel value (a list, a single message, a delta snapshot)."""
+    if isinstance(value, _DeltaSnapshot):
+        value = value.value
+    if isinstance(value, list | tuple):
+        for item in value:
+            if _looks_like_message(item):
+                yield item
+    elif _looks_like_message(value):
+        yield value
+
+
+_TIMEOUT = re.compile(r"time[d]?[\s_-]?out|timeout", re.I)
+
+
+def outcome_of(result: ToolResultFact) -> str:
+    """ok | error | unknown | timeout, in the tool result's own words."""
+    if result.status == "error":
+        return "error"
+    try:
+        parsed = orjson.loads(result.content)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict) and str(parsed.get("status", "")).lower() == "unknown":
+        return "unknown"
+    if _TIMEOUT.search(result.content):
+        return "timeout"
+    return "ok"
+
+
+# --- time -----------------------------------------------------------------------------------
+
+
+def uuid6_time_ns(checkpoint_id: str) -> int | None:
+    """Unix nanoseconds embedded in a UUIDv6 checkpoint id (None if it is not a UUIDv6)."""
+    try:
+        u = uuid.UUID(checkpoint_id)
+    except (ValueError, TypeError, AttributeError):
+        return None
+    if u.version != 6:
+        return None
+    ticks = (u.time_low << 28) | (u.time_mid << 12) | (u.time_hi_version & 0x0FFF)
+    ns = (ticks - _UUID_EPOCH_OFFSET) * 100
+    return ns if _MIN_NS <= ns <= _MAX_NS else None  # past year 2262: not a real checkpoint
+
+
+def uuid6_bound(at_ns: int, upper: bool) -> str:
+    """The smallest (or largest) UUIDv6 text whose timestamp is `at_ns` (Unix ns).
+
+    UUIDv6 puts the timestamp first, most significant bits first, so the text of the ids sorts
+    in time order and a time window is an id range.
+    """
+    ticks = at_ns // 100 + _UUID_EPOCH_OFFSET
+    value = ((ticks >> 12) & 0xFFFF_FFFF_FFFF) << 80
+    value |= 0x6 << 76 | (ticks & 0x0FFF) << 64
+    value |= (0xBFFF if upper else 0x8000) << 48  # variant bits 10, then the clock sequence
+    value |= 0xFFFF_FFFF_FFFF if upper else 0
+    return str(uuid.UUID(int=value))
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which checkpoints to read: some threads (None: all), a time range (None: open)."""
+
+    thread_ids: tuple[str, ...] | None = None
+    since_ns: int | None = None
+    until_ns: int | None = None
+
+    # `ts` is taken a moment after the id is minted (and a run that only saves on exit keeps
+    # an older id), so the id range is widened and rows are cut on `at` afterwards.
+    MARGIN_NS = 60 * 1_000_000_000
+
+    def id_low(self) -> str | None:
+        return None if self.since_ns is None else uuid6_bound(self.since_ns - self.MARGIN_NS,
+                                                              upper=False)
+
+    def id_high(self) -> str | None:
+        return None if self.until_ns is None else uuid6_bound(self.until_ns + self.MARGIN_NS,
+                                                              upper=True)
+
+    def contains(self, at_ns: int) -> bool:
+        return (self.since_ns is None or at_ns >= self.since_ns) and (
+            self.until_ns is None or at_ns <= self.until_ns)
+
+
+def datetime_ns(dt: datetime) -> int:
+    """Unix nanoseconds of an aware datetime (naive means UTC), without float rounding."""
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    delta = dt - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """One checkpoint row as read from a saver's tables, blobs already decoded."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    ts: Any  # the checkpoint's own `ts` (ISO 8601 text), None if unreadable
+    metadata: Mapping[str, Any]
+    values: Mapping[str, Any]  # channel -> decoded value
+    context_only: bool = False  # read only to know what came before the window
+
+
+@dataclass(frozen=True, slots=True)
+class WriteRecord:
+    """One pending write (a task's output saved against the checkpoint it started from)."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    task_id: str
+    channel: str
+    value: Any
+
+
+def parse_ts(ts: Any) -> int | None:
+    """Unix nanoseconds of a checkpoint's ISO 8601 `ts` (None when missing or unreadable)."""
+    if not isinstance(ts, str) or not ts:
+        return None
+    try:
+        ns = datetime_ns(datetime.fromisoformat(ts))
+    except (ValueError, OverflowError):
+        return None
+    return ns if _MIN_NS <= ns <= _MAX_NS else None

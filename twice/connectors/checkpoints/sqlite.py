@@ -1,0 +1,216 @@
+"""Reading a SqliteSaver file (langgraph-checkpoint-sqlite), read-only.
+
+Schema, as `SqliteSaver.setup()` creates it:
+  checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
+              checkpoint BLOB, metadata BLOB)   -- the whole checkpoint is one `type` blob
+                                                -- (msgpack); metadata is JSON text/bytes
+  writes(thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type,
+         value BLOB)
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from twice.connectors.base import SourceError, SourceWarning
+from twice.connectors.checkpoints.decode import (
+    REFUSED,
+    BlobDecoder,
+    CheckpointRecord,
+    Window,
+    WriteRecord,
+)
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+_CHECKPOINT_COLUMNS = {"thread_id", "checkpoint_ns", "checkpoint_id", "type", "checkpoint",
+                       "metadata"}
+_WRITES_COLUMNS = {"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "channel", "type",
+                   "value"}
+_CHECKPOINT_SELECT = ("SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.type, "
+                      "c.checkpoint, c.metadata FROM checkpoints c")
+
+
+def read_sqlite(
+    path: Path, window: Window, warnings: list[SourceWarning]
+) -> tuple[list[CheckpointRecord], list[WriteRecord]]:
+    source = str(path)
+    _check_header(path)
+    with open_evidence(path) as conn:
+        # a damaged file can hold text that is not UTF-8: read it with U+FFFD, do not fail on it
+        conn.text_factory = _text
+        try:
+            has_writes = _check_tables(conn, source, warnings)
+            with BlobDecoder(source, warnings) as decoder:
+                checkpoints = _read_checkpoints(conn, source, window, decoder)
+                writes = _read_writes(conn, source, window, decoder) if has_writes else []
+        except sqlite3.DatabaseError as exc:
+            raise SourceError(source, f"cannot read SQLite database: {exc}") from None
+        except UnicodeDecodeError:  # a damaged schema: names that are not UTF-8
+            raise SourceError(source, "cannot read SQLite database: its schema is not UTF-8 "
+                                      "text (a damaged file?)") from None
+    return checkpoints, writes
+
+
+@contextmanager
+def open_evidence(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection that reads an evidence file and writes nothing beside it.
+
+    `mode=ro` is not enough: opening a WAL-mode database creates `-wal` and `-shm` files next to
+    it (and fails in a read-only folder). With no `-wal` file beside it the database is complete
+    in the one file, so it is opened `immutable` (SQLite then takes no locks and writes nothing).
+    A `-wal` file holds committed transactions not yet copied into the database: then the file
+    and its `-wal` are copied to a private temporary folder and the copy is read, so those
+    transactions are seen and the evidence folder is still left as it was.
+    """
+    source = str(path)
+    wal = path.with_name(path.name + "-wal")
+    with tempfile.TemporaryDirectory(prefix="twice-sqlite-") as tmp:
+        try:
+            if wal.exists():
+                copy = Path(tmp) / "evidence.sqlite"
+                shutil.copyfile(path, copy)
+                shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+                conn = sqlite3.connect(str(copy))
+            else:
+                conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1",
+                                       uri=True)
+        except (OSError, sqlite3.Error) as exc:
+            raise SourceError(source, f"cannot open SQLite database: {exc}") from None
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+def _check_header(path: Path) -> None:
+    source = str(path)
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        raise SourceError(source, "file not found") from None
+    except IsADirectoryError:
+        raise SourceError(source, "is a folder, expected a SqliteSaver file") from None
+    except OSError as exc:
+        raise SourceError(source, f"cannot read: {exc.strerror or exc}") from None
+    if head != SQLITE_HEADER:
+        what = "file is empty" if not head else "no SQLite header"
+        raise SourceError(source, f"not a SQLite database ({what}); expected a LangGraph "
+                                  "SqliteSaver file or a postgresql:// DSN")
+
+
+def _check_tables(conn: sqlite3.Connection, source: str, warnings: list[SourceWarning]) -> bool:
+    tables = [r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    if "checkpoints" not in tables:
+        found = ", ".join(tables) if tables else "no tables"
+        raise SourceError(source, "not a LangGraph SqliteSaver database: no `checkpoints` table "
+                                  f"(found: {found})")
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(checkpoints)")}
+    if missing := _CHECKPOINT_COLUMNS - columns:
+        raise SourceError(source, "table `checkpoints` is not LangGraph's: missing columns "
+                                  f"{', '.join(sorted(missing))}")
+    if "writes" not in tables:
+        warnings.append(SourceWarning(source, "no `writes` table: pending writes not read"))
+        return False
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(writes)")}
+    if missing := _WRITES_COLUMNS - columns:
+        warnings.append(SourceWarning(source, "table `writes` is not LangGraph's (missing "
+                                              f"{', '.join(sorted(missing))}); not read"))
+        return False
+    return True
+
+
+def _filters(window: Window, alias: str = "") -> tuple[list[str], list[Any]]:
+    prefix = f"{alias}." if alias else ""
+    where: list[str] = []
+    params: list[Any] = []
+    if window.thread_ids is not None:
+        where.append(f"{prefix}thread_id IN (SELECT value FROM json_each(?))")
+        params.append(orjson.dumps(list(window.thread_ids)).decode())
+    if (low := window.id_low()) is not None:
+        where.append(f"{prefix}checkpoint_id >= ?")
+        params.append(low)
+    if (high := window.id_high()) is not None:
+        where.append(f"{prefix}checkpoint_id <= ?")
+        params.append(high)
+    return where, params
+
+
+def _read_checkpoints(
+    conn: sqlite3.Connection, source: str, window: Window, decoder: BlobDecoder
+) -> list[CheckpointRecord]:
+    where, params = _filters(window, "c")
+    sql = _CHECKPOINT_SELECT + (" WHERE " + " AND ".join(where) if where else "")
+    records = [_record(row, source, decoder, False) for row in conn.execute(sql, params)]
+    if (low := window.id_low()) is not None:
+        # The last checkpoint before the window, per thread: what the agent already had then,
+        # so a tool call from before the window is not reported as new inside it.
+        inner = ["checkpoint_id < ?"]
+        inner_params: list[Any] = [low]
+        if window.thread_ids is not None:
+            inner.append("thread_id IN (SELECT value FROM json_each(?))")
+            inner_params.append(orjson.dumps(list(window.thread_ids)).decode())
+        sql = (_CHECKPOINT_SELECT + " JOIN (SELECT thread_id, checkpoint_ns, "
+               "MAX(checkpoint_id) AS cid FROM checkpoints WHERE " + " AND ".join(inner)
+               + " GROUP BY thread_id, checkpoint_ns) b ON c.thread_id = b.thread_id "
+               "AND c.checkpoint_ns = b.checkpoint_ns AND c.checkpoint_id = b.cid")
+        records += [_record(row, source, decoder, True) for row in conn.execute(sql, inner_params)]
+    return records
+
+
+def _record(row: tuple[Any, ...], source: str, decoder: BlobDecoder,
+            context_only: bool) -> CheckpointRecord:
+    thread_id, ns, checkpoint_id, type_, blob, raw_meta = row
+    where = f"{source}#{thread_id}/{checkpoint_id}"
+    value = decoder.decode(type_, blob, where)
+    ts: Any = None
+    values: Mapping[str, Any] = {}
+    if isinstance(value, Mapping):
+        ts = value.get("ts")
+        channel_values = value.get("channel_values")
+        values = channel_values if isinstance(channel_values, Mapping) else {}
+    return CheckpointRecord(str(thread_id), str(ns or ""), str(checkpoint_id), ts,
+                            _metadata(raw_meta, where, decoder.warnings), values, context_only)
+
+
+def _metadata(raw: Any, where: str, warnings: list[SourceWarning]) -> Mapping[str, Any]:
+    if raw is None:
+        return {}
+    try:
+        meta = orjson.loads(raw)
+    except (orjson.JSONDecodeError, TypeError):
+        warnings.append(SourceWarning(where, "checkpoint metadata is not JSON; ignored"))
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _read_writes(
+    conn: sqlite3.Connection, source: str, window: Window, decoder: BlobDecoder
+) -> list[WriteRecord]:
+    where, params = _filters(window)
+    where.append("type IS NOT NULL AND type NOT IN ('null', 'empty')")
+    sql = ("SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value "
+           "FROM writes WHERE " + " AND ".join(where))
+    records = []
+    for thread_id, ns, checkpoint_id, task_id, idx, channel, type_, blob in conn.execute(
+            sql, params):
+        where_ = f"{source}#{thread_id}/{checkpoint_id}/writes/{task_id}/{idx}"
+        value = decoder.decode(type_, blob, where_)
+        if value is REFUSED:
+            continue
+        records.append(WriteRecord(str(thread_id), str(ns or ""), str(checkpoint_id),
+                                   str(task_id), str(channel), value))
+    return records

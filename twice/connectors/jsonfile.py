@@ -1,0 +1,122 @@
+"""Reading JSON evidence files: one JSON document, or JSON lines; bad lines become warnings.
+
+Limits, so that a huge or junk file answers quickly with bounded memory:
+- `MAX_FILE_BYTES` (1 GiB): evidence files are read whole; a bigger file is one SourceError
+  saying so (cut it to the incident's window first). Span files stream (`spans_read`).
+- `MAX_DOCUMENT_BYTES` (256 MiB): only a file up to this size is tried as one JSON document;
+  a bigger one is read as JSON lines.
+- `MAX_LINE_BYTES` (256 MiB): a longer line is skipped with a warning, never parsed.
+- `MAX_BAD_LEAD` (1000): a file whose first 1000 non-blank lines all fail to parse is not JSON
+  lines: one SourceError, not millions of warnings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from twice.connectors.base import SourceError, SourceWarning
+
+MAX_FILE_BYTES = 2**30
+MAX_DOCUMENT_BYTES = 256 * 2**20
+MAX_LINE_BYTES = 256 * 2**20
+MAX_BAD_LEAD = 1000
+
+
+def check_size(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> None:
+    """SourceError when the file is bigger than twice reads (a missing file passes: the reader
+    says so)."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        return
+    if size > max_bytes:
+        raise SourceError(str(path), (
+            f"file is {size / 2**30:.1f} GiB, more than the {max_bytes / 2**30:g} GiB twice "
+            "reads: cut it to the incident's time window first"))
+
+
+def open_bytes(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The file's bytes; SourceError when it is missing, a folder, unreadable or too big."""
+    p = Path(path)
+    check_size(p, max_bytes)
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise SourceError(str(p), "file not found") from None
+    except IsADirectoryError:
+        raise SourceError(str(p), "is a folder, expected a file") from None
+    except OSError as exc:
+        raise SourceError(str(p), f"cannot read: {exc.strerror or exc}") from None
+
+
+def json_documents(
+    path: str | Path, warnings: list[SourceWarning]
+) -> Iterator[tuple[str, Any]]:
+    """Yield (locator, parsed value) for a file holding one JSON document or JSON lines.
+
+    A file that parses as one JSON document yields it once (locator = the path). Otherwise every
+    non-blank line is parsed on its own; lines that do not parse are recorded in `warnings`.
+    A file where no line parses raises SourceError.
+    """
+    raw = open_bytes(path)
+    name = str(path)
+    if not raw.strip():
+        raise SourceError(name, "file is empty")
+    bad_utf8 = False
+    try:
+        if len(raw) <= MAX_DOCUMENT_BYTES:
+            yield name, orjson.loads(raw)
+            return
+    except orjson.JSONDecodeError as exc:
+        bad_utf8 = "utf-8" in str(exc).lower()
+    # one document with invalid UTF-8 bytes: keep it, with the bytes replaced
+    repaired = raw.decode("utf-8", errors="replace").encode() if bad_utf8 else raw
+    if repaired != raw:
+        try:
+            value = orjson.loads(repaired)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            warnings.append(SourceWarning(name, "invalid UTF-8 bytes replaced with U+FFFD"))
+            yield name, value
+            return
+    good = 0
+    bad = 0
+    for lineno, line in lines(raw):
+        if line is None:
+            bad += 1
+            warnings.append(SourceWarning(
+                f"{name}:{lineno}", f"line longer than {MAX_LINE_BYTES // 2**20} MiB; skipped"))
+            continue
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            bad += 1
+            warnings.append(SourceWarning(f"{name}:{lineno}", f"not valid JSON ({exc}); skipped"))
+            if good == 0 and bad >= MAX_BAD_LEAD:
+                raise SourceError(name, f"not JSON or JSON lines (the first {bad} lines do not "
+                                        "parse)") from None
+            continue
+        good += 1
+        yield f"{name}:{lineno}", value
+    if good == 0:
+        raise SourceError(name, f"not JSON or JSON lines ({bad} unreadable lines)")
+
+
+def lines(raw: bytes, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, line) of every line of `raw` (with its newline); None for a line longer
+    than `max_line`, which is never copied."""
+    view = memoryview(raw)
+    start, lineno, end = 0, 0, len(raw)
+    while start < end:
+        stop = raw.find(b"\n", start)
+        stop = end if stop < 0 else stop + 1
+        lineno += 1
+        yield lineno, (bytes(view[start:stop]) if stop - start <= max_line else None)
+        start = stop

@@ -1,0 +1,221 @@
+"""Trace backends: fetch spans from a Jaeger or Grafana Tempo query API into timeline rows.
+
+`backend_from_url("jaeger+http://host:16686")` or `("tempo+https://user:token@host/tempo")` gives
+a `TraceBackend`: `find_traces` turns a service / tags / time window into trace ids,
+`get_trace` turns one id into the same rows the spans connector makes from a file (it reuses its
+parsers), plus the JSON document as the backend returned it; `save_traces` writes those documents
+in a form the spans connector reads back (Jaeger: `{"data": [traces]}`; Tempo: OTLP JSON lines).
+
+Credentials in the URL are sent as HTTP basic auth and never shown: errors and row origins name
+the URL with the password masked. Every failure to get an answer (unreachable, timeout, HTTP
+error, a body that is not JSON) is a `SourceError`; a trace the backend does not hold is a
+`TraceNotFoundError` (a `SourceError`), since the user asked for that trace by id.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit
+
+import httpx
+import orjson
+
+from twice.connectors.base import LoadResult, SourceError, redact
+from twice.connectors.spans.model import trace_id_hex
+
+__all__ = ["ACCEPTED_FORMS", "Endpoint", "HttpSource", "TraceBackend", "TraceNotFoundError",
+           "backend_from_url", "epoch_us", "save_traces", "unix_seconds"]
+
+ACCEPTED_FORMS = ("jaeger+http://host:16686", "jaeger+https://host", "tempo+http://host:3200",
+                  "tempo+https://user:token@host/base-path")
+_REASON_MAX = 300
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class TraceBackend(Protocol):
+    name: str  # "jaeger" | "tempo"
+
+    def get_trace(self, trace_id: str) -> tuple[LoadResult, Any]:
+        """Rows of one trace, and the raw JSON document the backend returned (for saving)."""
+        ...
+
+    def find_traces(self, *, service: str | None = None, tags: dict[str, str] | None = None,
+                    start: datetime, end: datetime, limit: int = 20) -> list[str]:
+        """Ids (32 lower-case hex) of traces with a span matching service and tags in the
+        window, most recent first as the backend orders them."""
+        ...
+
+
+class TraceNotFoundError(SourceError):
+    """The backend answered, and holds no trace with that id."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str  # scheme://host[:port][/base-path], no credentials
+    display: str  # what messages and rows name: "<backend>+<url>" with the password masked
+    auth: tuple[str, str] | None  # basic auth from the URL's userinfo
+
+
+def parse_url(url: str) -> tuple[str, Endpoint]:
+    """(backend name, endpoint) of a `jaeger+http(s)://` or `tempo+http(s)://` URL."""
+    backend, plus, rest = url.strip().partition("+")
+    parts = urlsplit(rest) if plus else None
+    if (parts is None or backend.lower() not in ("jaeger", "tempo")
+            or parts.scheme.lower() not in ("http", "https") or not parts.hostname):
+        raise ValueError(f"not a trace backend URL: {redact(url)!r}; accepted forms: "
+                         + ", ".join(ACCEPTED_FORMS))
+    backend = backend.lower()
+    host = parts.netloc.rpartition("@")[2]
+    path = parts.path.rstrip("/")
+    auth = None
+    shown_user = ""
+    if parts.username is not None or parts.password is not None:
+        auth = (unquote(parts.username or ""), unquote(parts.password or ""))
+        # a user with no password is most likely a token: mask it whole
+        shown_user = f"{parts.username}:***@" if parts.password is not None else "***@"
+    display = redact(f"{backend}+{parts.scheme}://{shown_user}{host}{path}")
+    return backend, Endpoint(f"{parts.scheme}://{host}{path}", display, auth)
+
+
+def backend_from_url(url: str, *, timeout_s: float = 10.0, tool_attribute: str | None = None,
+                     request_id_attribute: str | None = None) -> TraceBackend:
+    """A Jaeger or Tempo backend for `url`; ValueError naming the accepted forms otherwise.
+
+    `tool_attribute` / `request_id_attribute`: as for `twice.connectors.spans.load`."""
+    backend, endpoint = parse_url(url)
+    options: dict[str, Any] = {"timeout_s": timeout_s, "tool_attribute": tool_attribute,
+                               "request_id_attribute": request_id_attribute}
+    if backend == "jaeger":
+        from twice.connectors.live.jaeger import JaegerBackend
+
+        return JaegerBackend(endpoint, **options)
+    from twice.connectors.live.tempo import TempoBackend
+
+    return TempoBackend(endpoint, **options)
+
+
+def require_trace_id(trace_id: str) -> str:
+    """32 lower-case hex digits of a trace id given as hex (leading zeros may be missing)."""
+    text = trace_id.strip() if isinstance(trace_id, str) else ""
+    hex_id = trace_id_hex(text) if 0 < len(text) <= 32 else None
+    if hex_id is None:
+        raise ValueError(f"not a trace id (up to 32 hex digits): {trace_id!r}")
+    return hex_id
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment  # naive means UTC
+
+
+def epoch_us(moment: datetime) -> int:
+    return (_utc(moment) - _EPOCH) // timedelta(microseconds=1)
+
+
+def unix_seconds(moment: datetime, *, up: bool = False) -> int:
+    seconds = (_utc(moment) - _EPOCH) / timedelta(seconds=1)
+    return math.ceil(seconds) if up else math.floor(seconds)
+
+
+class HttpSource:
+    """GET JSON from one backend; every failure is a SourceError naming the masked URL."""
+
+    def __init__(self, endpoint: Endpoint, timeout_s: float) -> None:
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+
+    def fail(self, reason: str) -> SourceError:
+        return SourceError(self.endpoint.display, redact(reason)[:_REASON_MAX])
+
+    def get_json(self, path: str, params: dict[str, Any] | None = None, *,
+                 missing_ok: bool = False) -> Any:
+        """The parsed JSON answer; None for a 404 when `missing_ok`."""
+        try:
+            with httpx.Client(base_url=self.endpoint.base_url, auth=self.endpoint.auth,
+                              timeout=self.timeout_s, follow_redirects=True) as client:
+                response = client.get(path, params=params,
+                                      headers={"Accept": "application/json"})
+        except httpx.TimeoutException:
+            raise self.fail(f"no answer within {self.timeout_s:g} s (GET {path})") from None
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise self.fail(f"cannot reach the backend (GET {path}): "
+                            f"{exc or type(exc).__name__}") from None
+        if response.status_code == 404 and missing_ok:
+            return None
+        if response.status_code >= 400:
+            raise self.fail(f"HTTP {response.status_code} for GET {path}: "
+                            f"{_error_text(response)}")
+        try:
+            return orjson.loads(response.content)
+        except orjson.JSONDecodeError:
+            kind = response.headers.get("content-type", "no content type")
+            raise self.fail(f"GET {path} answered {kind}, not JSON: "
+                            f"{response.text[:80]!r}") from None
+
+
+class BackendBase:
+    """What every trace backend holds: its HTTP source and how to read tool / request ids."""
+
+    def __init__(self, endpoint: Endpoint, *, timeout_s: float = 10.0,
+                 tool_attribute: str | None = None,
+                 request_id_attribute: str | None = None) -> None:
+        self.http = HttpSource(endpoint, timeout_s)
+        self.tool_attribute = tool_attribute
+        self.request_id_attribute = request_id_attribute
+
+
+def _error_text(response: httpx.Response) -> str:
+    """The backend's own words for an error: Jaeger's `errors[].msg`, else the body's start."""
+    try:
+        body = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("errors"), list):
+        msgs = [str(e.get("msg")) for e in body["errors"] if isinstance(e, dict)]
+        if msgs:
+            return "; ".join(msgs)
+    text = response.text.strip()
+    return text[:120] or response.reason_phrase
+
+
+# -- saving -----------------------------------------------------------------------------------
+def _jaeger_traces(doc: Any) -> list[Any]:
+    if isinstance(doc, list):
+        return [t for d in doc for t in _jaeger_traces(d)]
+    if isinstance(doc, dict) and isinstance(doc.get("data"), list):
+        return list(doc["data"])
+    if isinstance(doc, dict) and "spans" in doc:
+        return [doc]
+    raise ValueError("not a Jaeger answer: expected {'data': [traces]} or a trace")
+
+
+def tempo_export(doc: Any) -> dict[str, Any]:
+    """`{"resourceSpans": [...]}` of a Tempo answer (v2 `{"trace": ...}`, v1 `{"batches"}`)."""
+    if isinstance(doc, dict):
+        if isinstance(doc.get("trace"), dict):
+            doc = doc["trace"]
+        if isinstance(doc.get("batches"), list):
+            return {"resourceSpans": doc["batches"]}
+        if isinstance(doc.get("resourceSpans"), list):
+            return {"resourceSpans": doc["resourceSpans"]}
+    raise ValueError("not a Tempo answer: expected {'trace': {'resourceSpans'}} or {'batches'}")
+
+
+def save_traces(docs: list[Any], backend: str, path: Path) -> None:
+    """Write fetched documents so the spans connector reads them back: Jaeger ->
+    `{"data": [traces]}`; Tempo -> OTLP JSON lines (one export object per trace)."""
+    if backend == "jaeger":
+        data = orjson.dumps({"data": [t for d in docs for t in _jaeger_traces(d)]})
+    elif backend == "tempo":
+        exports = [tempo_export(d) for d in docs] or [{"resourceSpans": []}]
+        data = b"".join(orjson.dumps(e) + b"\n" for e in exports)
+    else:
+        raise ValueError(f"unknown trace backend {backend!r}; expected 'jaeger' or 'tempo'")
+    try:
+        Path(path).write_bytes(data)
+    except OSError as exc:
+        raise SourceError(str(path), f"cannot write: {exc.strerror or exc}") from None

@@ -1,0 +1,404 @@
+"""Stripe Event objects (`GET /v1/events`, webhook payloads) as provider_event rows.
+
+Accepted input: the JSON of a list call (`{"object": "list", "data": [...], "has_more": ...}`),
+a plain JSON array of Events, or JSON lines of Events (or of list objects).
+
+Facts this relies on (stripe-python 16 `stripe/_event.py`, Stripe API reference):
+- `request` is `{"id": "req_..." | null, "idempotency_key": ... | null}`; `request.id` is null for
+  automatic events. Before API version 2017-05-25 `request` was the request id as a plain string,
+  and `idempotency_key` is only populated for events from 2017-05-23 on. Fakes such as localstripe
+  leave `request` out altogether. In all of these cases the key is *unknown*, not absent.
+- Events carry no HTTP method or path. One request can emit events for several objects (confirming
+  a PaymentIntent emits `payment_intent.*` and `charge.*` events with the same request id; creating
+  a refund emits `charge.refunded`), so the path cannot be read off the object type: we leave
+  `method`/`path` null rather than guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from operator import itemgetter
+from pathlib import Path
+from typing import Any, TypeGuard
+
+import pandas as pd
+
+from twice.connectors.base import (
+    INT64_MAX,
+    LoadResult,
+    SourceError,
+    SourceWarning,
+    fits_int64,
+    redact,
+)
+from twice.connectors.jsonfile import check_size, json_documents
+from twice.timeline import Kind, canonical_json, from_columns
+
+name = "stripe_events"
+
+# Metadata keys teams stamp on provider objects to tie an effect to the agent's call.
+THREAD_KEYS = ("thread_id", "langgraph_thread_id", "agent_thread_id")
+TOOL_CALL_KEYS = ("tool_call_id",)
+
+# Times outside this window are unit mistakes (ms read as s) or garbage, not real events.
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+LATEST = datetime(2100, 1, 1, tzinfo=UTC)
+
+DETAIL_MAX = 200
+
+_STATUS_OUTCOME = {
+    "succeeded": "ok",
+    "requires_capture": "ok",  # authorised: the hold on the card is already an effect
+    "failed": "error",
+    "canceled": "error",
+    "pending": "unknown",
+    "processing": "unknown",
+    "requires_action": "unknown",
+    "requires_confirmation": "unknown",
+}
+_OUTCOME_TYPES = frozenset({"charge", "payment_intent", "refund"})
+_EARLIEST_S, _LATEST_S = EARLIEST.timestamp(), LATEST.timestamp()
+_PROVIDER_EVENT = Kind.PROVIDER_EVENT.value
+# the timeline columns an Event fills: every row dict `event_row` returns has all of them
+EVENT_COLUMNS = ("at", "source", "origin", "kind", "event_id", "event_type", "request_id",
+           "idempotency_key", "object_id", "object_type", "subject", "amount", "currency",
+           "outcome", "detail", "args", "thread_id", "tool_call_id", "belongs_to", "initiator")
+
+
+class Skip(ValueError):
+    """A record that cannot become a row; the message says why."""
+
+
+def short(text: Any, limit: int = DETAIL_MAX) -> str | None:
+    """One line of at most `limit` characters, or None for empty values."""
+    if text is None:
+        return None
+    line = " ".join(str(text).split())
+    if not line:
+        return None
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def text_or_none(value: Any) -> str | None:
+    if isinstance(value, str):  # the usual case, answered first
+        return value.strip() or None
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def minor_units(value: Any) -> int:
+    """An amount in minor units; raises ValueError for anything that is not a whole number."""
+    if isinstance(value, bool):
+        raise ValueError(f"amount {value!r} is not a whole number")
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("-").isascii() \
+            and value.strip().lstrip("-").isdigit():
+        digits = value.strip()
+        number = int(digits) if len(digits) <= 20 else INT64_MAX + 1  # int() stops at 4300
+    else:
+        raise ValueError(f"amount {short(repr(value), 40)} is not a whole number")
+    if not fits_int64(number):
+        raise ValueError(f"amount {short(repr(value), 40)} is beyond 64-bit integers")
+    return number
+
+
+def unix_seconds(value: Any) -> pd.Timestamp:
+    """A Stripe `created` (unix seconds) as a UTC timestamp; raises Skip when absurd."""
+    return pd.Timestamp(unix_ns(value) // 1000, unit="us", tz="UTC")
+
+
+def unix_ns(value: Any) -> int:
+    """A Stripe `created` (unix seconds) as ns since the epoch, to the microsecond; raises Skip
+    when absurd."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Skip(f"created {short(repr(value), 40)} is not unix seconds")
+    if not _EARLIEST_S <= value <= _LATEST_S:  # also false for NaN
+        raise Skip(f"created {value} is not a plausible time (unix seconds)")
+    return int(round(value * 1_000_000)) * 1000
+
+
+def ids_from_metadata(metadata: Any) -> dict[str, str]:
+    """thread_id / tool_call_id stamped into provider metadata, when present."""
+    out: dict[str, str] = {}
+    if not _is_object(metadata) or not metadata:
+        return out
+    for column, keys in (("thread_id", THREAD_KEYS), ("tool_call_id", TOOL_CALL_KEYS)):
+        for key in keys:
+            value = text_or_none(metadata.get(key))
+            if value:
+                out[column] = value
+                break
+    return out
+
+
+def _is_object(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """A JSON object (any Mapping). Parsed JSON holds plain dicts and scalars: those are told
+    apart first, as asking the Mapping ABC costs ten times more."""
+    if isinstance(value, dict):
+        return True
+    if value is None or isinstance(value, (str, int, float, list)):
+        return False
+    return isinstance(value, Mapping)
+
+
+def _object_id(value: Any) -> str | None:
+    """An expandable field: an id string or an expanded object with an id."""
+    if _is_object(value):
+        return text_or_none(value.get("id"))
+    return text_or_none(value)
+
+
+def _outcome(obj: Mapping[str, Any], object_type: str | None, event_type: str) -> str | None:
+    if object_type not in _OUTCOME_TYPES:
+        return "error" if event_type.endswith("failed") else None
+    status = obj.get("status")
+    if object_type == "payment_intent" and status == "requires_payment_method":
+        # the state before any attempt, and the state a failed attempt returns to
+        return "error" if obj.get("last_payment_error") else "unknown"
+    if isinstance(status, str):
+        return _STATUS_OUTCOME.get(status, "unknown")
+    return None
+
+
+def _detail(obj: Mapping[str, Any]) -> str | None:
+    last_error = obj.get("last_payment_error")
+    error_message = last_error.get("message") if _is_object(last_error) else None
+    for candidate in (
+        obj.get("failure_message"),
+        error_message,
+        obj.get("failure_reason"),
+        obj.get("cancellation_reason") and f"canceled: {obj.get('cancellation_reason')}",
+        obj.get("description"),
+    ):
+        text = short(candidate) if isinstance(candidate, str) else None
+        if text:
+            return text
+    return None
+
+
+# Where an object names the payment it is part of (Stripe API reference; the fields moved in
+# API version 2025-03-31.basil): a charge's PaymentIntent (and, before basil, its invoice); a
+# PaymentIntent's invoice (before basil); an invoice's subscription (`subscription` before
+# basil, `parent.subscription_details.subscription` from it); an invoice payment ties its
+# invoice to the PaymentIntent (or charge) that paid it (basil on). A refund or a dispute
+# names a charge too, but is an effect of its own, so those are not followed.
+_BELONGS_TO: dict[str, tuple[tuple[str, ...], ...]] = {
+    "charge": (("payment_intent",), ("invoice",)),
+    "payment_intent": (("invoice",),),
+    "invoice": (("subscription",), ("parent", "subscription_details", "subscription")),
+    "invoice_payment": (("invoice",), ("payment", "payment_intent"), ("payment", "charge")),
+}
+
+
+def belongs_to(obj: Mapping[str, Any], object_type: str | None) -> str | None:
+    """The ids `obj` is part of (see `_BELONGS_TO`), comma-separated, or None."""
+    paths = _BELONGS_TO.get(object_type or "")
+    if not paths:
+        return None
+    ids: list[str] = []
+    for path in paths:
+        value: Any = obj
+        for step in path:
+            value = value.get(step) if _is_object(value) else None
+        ref = _object_id(value)
+        if ref and ref not in ids and "," not in ref:
+            ids.append(ref)
+    return ",".join(ids) or None
+
+
+def _request(event: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """(request id, idempotency key, why the key is unknown or None)."""
+    if "request" not in event:
+        return None, None, "no `request` field"
+    req = event["request"]
+    if isinstance(req, str):
+        return (req.strip() or None), None, "pre-2017-05-25 string `request`"
+    if _is_object(req):
+        return text_or_none(req.get("id")), text_or_none(req.get("idempotency_key")), None
+    if req is None:
+        return None, None, None
+    raise Skip(f"`request` is a {type(req).__name__}, expected an object or a string")
+
+
+def event_row(event: Any, origin: str, warnings: list[SourceWarning]) -> dict[str, Any]:
+    """One Stripe Event -> one timeline row (all of `EVENT_COLUMNS`, `at` in ns since the epoch).
+    Raises Skip for records that are not usable."""
+    return _event_row(event, origin, warnings)[0]
+
+
+def _event_row(
+    event: Any, origin: str, warnings: list[SourceWarning]
+) -> tuple[dict[str, Any], str | None]:
+    """`event_row`, and why the event's idempotency key is unknown (None: it is known)."""
+    if not _is_object(event):
+        raise Skip(f"expected an Event object, got {type(event).__name__}")
+    if event.get("object") != "event":
+        raise Skip(f"not a Stripe Event (object: {short(repr(event.get('object')), 40)})")
+    event_id = text_or_none(event.get("id"))
+    event_type = event.get("type")
+    if not event_id or not isinstance(event_type, str):
+        raise Skip("Event without `id` or `type`")
+    at = unix_ns(event.get("created"))
+    data = event.get("data")
+    obj = data.get("object") if _is_object(data) else None
+    if not _is_object(obj):
+        raise Skip("Event without `data.object`")
+    request_id, key, unknown_key = _request(event)
+    object_type = text_or_none(obj.get("object"))
+    object_id = text_or_none(obj.get("id"))
+    subject = object_id if object_type == "customer" else _object_id(obj.get("customer"))
+    amount = None
+    if obj.get("amount") is not None:
+        try:
+            amount = minor_units(obj["amount"])
+        except ValueError as exc:
+            warnings.append(SourceWarning(origin, f"{exc}; amount left empty"))
+    currency = text_or_none(obj.get("currency"))
+    metadata = obj.get("metadata")
+    if not _is_object(metadata) or not metadata:
+        metadata = None
+    ids = ids_from_metadata(metadata)
+    row = {
+        "at": at,
+        "source": name,
+        "origin": origin,
+        "kind": _PROVIDER_EVENT,
+        "event_id": event_id,
+        "event_type": event_type,
+        "request_id": request_id,
+        "idempotency_key": key,
+        "object_id": object_id,
+        "object_type": object_type,
+        "subject": subject,
+        "amount": amount,
+        "currency": currency.lower() if currency else None,
+        "outcome": _outcome(obj, object_type, event_type),
+        "detail": _detail(obj),
+        "args": None if metadata is None else canonical_json(metadata),
+        "thread_id": ids.get("thread_id"),
+        "tool_call_id": ids.get("tool_call_id"),
+        "belongs_to": belongs_to(obj, object_type),
+        # `request` present with a null id: the provider's own flow (a renewal, a payout);
+        # absent or a pre-2017 string: not said
+        "initiator": "api" if request_id else ("automatic" if unknown_key is None else None),
+    }
+    return row, unknown_key
+
+
+def _events_in(locator: str, value: Any) -> Iterable[tuple[str, Any]]:
+    """The Event records of one parsed JSON document (list object, array or single Event)."""
+    if _is_object(value) and value.get("object") == "list":
+        data = value.get("data")
+        items = data if isinstance(data, list) else []
+        return [(f"{locator}:data[{i}]", item) for i, item in enumerate(items)]
+    if isinstance(value, list):
+        return [(f"{locator}[{i}]", item) for i, item in enumerate(value)]
+    return [(locator, value)]
+
+
+def parse_documents(documents: Iterable[tuple[str, Any]], origin: str) -> LoadResult:
+    """Parsed JSON documents (locator, value) -> provider_event rows and warnings.
+
+    Raises SourceError when nothing in the input even looks like a Stripe Event.
+    """
+    warnings: list[SourceWarning] = []
+    rows: list[tuple[Any, ...]] = []  # in `EVENT_COLUMNS` order: a tuple is 6x smaller than a dict
+    row_values = itemgetter(*EVENT_COLUMNS)
+    seen: set[str] = set()
+    duplicates: list[str] = []
+    unknown_keys: dict[str, int] = {}
+    modes: dict[bool, int] = {}
+    event_like = 0
+    more_pages = False
+    for locator, document in documents:
+        if _is_object(document) and document.get("object") == "list":
+            more_pages = more_pages or document.get("has_more") is True
+        for where, event in _events_in(locator, document):
+            if _is_object(event) and event.get("object") == "event":
+                event_like += 1
+            try:
+                row, unknown_key = _event_row(event, where, warnings)
+            except Skip as exc:
+                warnings.append(SourceWarning(where, f"{exc}; skipped"))
+                continue
+            if row["event_id"] in seen:
+                duplicates.append(row["event_id"])
+                continue
+            seen.add(row["event_id"])
+            if isinstance(event.get("livemode"), bool):
+                modes[event["livemode"]] = modes.get(event["livemode"], 0) + 1
+            if unknown_key:
+                unknown_keys[unknown_key] = unknown_keys.get(unknown_key, 0) + 1
+            rows.append(row_values(row))
+    if event_like == 0 and warnings:
+        raise SourceError(origin, "no Stripe Event objects (\"object\": \"event\") found")
+    _summarise(origin, warnings, modes, duplicates, unknown_keys, more_pages, event_like)
+    columns = {}
+    if rows:
+        columns = dict(zip(EVENT_COLUMNS, map(list, zip(*rows, strict=True)), strict=True))
+    return LoadResult(source=name, rows=from_columns(columns, len(rows)), warnings=warnings)
+
+
+def _summarise(
+    origin: str,
+    warnings: list[SourceWarning],
+    modes: dict[bool, int],
+    duplicates: list[str],
+    unknown_keys: dict[str, int],
+    more_pages: bool,
+    event_like: int,
+) -> None:
+    """File-level warnings: each said once, however many events it concerns."""
+    if event_like == 0:
+        warnings.append(SourceWarning(origin, "no events in file"))
+    if len(modes) == 2:
+        warnings.append(SourceWarning(
+            origin, f"file mixes live-mode ({modes[True]}) and test-mode ({modes[False]}) "
+            "events; kept all"))
+    if duplicates:
+        shown = ", ".join(sorted(set(duplicates))[:5])
+        warnings.append(SourceWarning(
+            origin, f"{len(duplicates)} duplicate event id(s) ({shown}); kept the first of each"))
+    for why, count in sorted(unknown_keys.items()):
+        warnings.append(SourceWarning(
+            origin, f"{count} event(s) with {why}: their idempotency key is unknown, "
+            "not absent"))
+    if more_pages:
+        warnings.append(SourceWarning(
+            origin, "list has more pages (has_more: true): events past the last one are missing"))
+
+
+def parse_events(payload: Any, origin: str) -> LoadResult:
+    """One parsed JSON document (list object, array or Event) -> provider_event rows."""
+    return parse_documents([(origin, payload)], origin)
+
+
+def load(target: str | Path) -> LoadResult:
+    path = Path(target)
+    origin = redact(str(path))
+    check_size(path)  # a file too big to read is one clear error, before any reader starts
+    from twice.connectors.provider import (
+        stripe_events_duckdb,  # big clean JSON-lines files: DuckDB reads them
+    )
+
+    fast = stripe_events_duckdb.load(path, origin)
+    if fast is not None:
+        return fast
+    warnings: list[SourceWarning] = []
+    result = parse_documents(json_documents(path, warnings), origin)
+    result.warnings[:0] = warnings
+    return result
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    text = head.decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")
+    if not text.startswith(("{", "[")):
+        return False
+    compact = "".join(text[:65536].split())
+    return '"object":"event"' in compact

@@ -1,0 +1,152 @@
+"""Spans connector: OTLP JSON and Jaeger JSON files into tool, HTTP and queue-receive rows.
+
+Accepted files: one OTLP export object (`{"resourceSpans": [...]}`, also wrapped in Jaeger v3's
+`{"result": ...}`), the one-object-per-line form the Collector's file exporter and
+`opentelemetry-exporter-otlp-json-file` write, a Jaeger download (`{"data": [traces]}`), a bare
+list of Jaeger traces, or JSON lines of any of these. Both formats go through the same
+interpretation (`twice.connectors.spans.interpret`). A span that appears twice (same trace id
+and span id, e.g. a file appended to twice) is kept once, with one warning: counting it twice
+would invent a duplicate attempt.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from twice.connectors.base import LoadResult, SourceError, SourceWarning
+from twice.connectors.spans import fast as spans_fast
+from twice.connectors.spans.interpret import Options, SpanRows
+from twice.connectors.spans.jaeger import jaeger_spans
+from twice.connectors.spans.model import SpanRecord
+from twice.connectors.spans.otlp import otlp_spans
+from twice.connectors.spans.read import span_documents
+
+name = "spans"
+
+
+def _records(doc: Any, origin: str, warnings: list[SourceWarning]) -> list[SpanRecord] | None:
+    """Spans of one JSON document; None when the document is neither OTLP nor Jaeger."""
+    if isinstance(doc, spans_fast.FastDocument):  # an exporter's line, decoded the fast way
+        found = spans_fast.records(doc, origin)
+        if found is not None:
+            return found
+        try:
+            doc = doc.general()  # some part needs a warning: read it the general way
+        except orjson.JSONDecodeError:
+            return None
+    if isinstance(doc, dict):
+        if isinstance(doc.get("result"), dict) and "resourceSpans" in doc["result"]:
+            doc = doc["result"]  # Jaeger's api_v3 wraps OTLP in {"result": ...}
+        if "resourceSpans" in doc or "resource_spans" in doc:
+            return otlp_spans(doc, origin, warnings)
+        data = doc.get("data")
+        if isinstance(data, list) and (
+            not data or any(isinstance(t, dict) and "spans" in t for t in data)
+        ):
+            return jaeger_spans(data, origin, warnings)
+        if "spans" in doc and "traceID" in doc:
+            return jaeger_spans([doc], origin, warnings)
+        return None
+    if isinstance(doc, list) and doc and all(isinstance(d, dict) for d in doc):
+        out: list[SpanRecord] = []
+        for item in doc:
+            found = _records(item, origin, warnings)
+            if found is None:
+                return None
+            out.extend(found)
+        return out
+    return None
+
+
+def parse_spans(
+    documents: Iterable[tuple[str, Any]],
+    origin: str,
+    *,
+    tool_attribute: str | None = None,
+    request_id_attribute: str | None = None,
+    warnings: list[SourceWarning] | None = None,
+) -> LoadResult:
+    """Timeline rows from already-parsed JSON documents, each with its locator ("file:line").
+
+    `origin` names the whole source in the error raised when no document holds spans.
+    Each document's spans are interpreted as it comes, so from a generator (as `load` gives)
+    no more than one parsed document is held in memory at a time.
+    """
+    warnings = [] if warnings is None else warnings
+    options = Options(tool_attribute=tool_attribute, request_id_attribute=request_id_attribute)
+    rows = SpanRows(options)
+    add = rows.add
+    repeated = 0
+    any_document = False
+    recognised = 0
+    for locator, doc in documents:
+        any_document = True
+        found = _records(doc, locator, warnings)
+        if found is None:
+            warnings.append(SourceWarning(
+                locator, "neither an OTLP JSON export nor a Jaeger trace; skipped"))
+            continue
+        recognised += 1
+        for rec in found:
+            if not add(rec):
+                repeated += 1
+    if any_document and not recognised:
+        raise SourceError(origin, "no OTLP JSON or Jaeger JSON spans found")
+    if repeated:
+        warnings.append(SourceWarning(
+            origin, f"{repeated} span(s) appear more than once (same trace and span id); "
+                    "kept the first of each"))
+    return LoadResult(source=name, rows=rows.frame(), warnings=warnings)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Hold off the cyclic garbage collector while a file is read.
+
+    Parsed JSON and the records made from it hold no reference cycles: reference counting frees
+    them. But every few hundred new containers the collector would walk all of them, which
+    costs more than parsing does (a 70 MB span file: ~3 s of 7). It runs as usual afterwards.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def load(
+    target: str | Path,
+    *,
+    tool_attribute: str | None = None,
+    request_id_attribute: str | None = None,
+) -> LoadResult:
+    """Read an OTLP JSON / Jaeger JSON file, JSON lines a line at a time
+    (`twice.connectors.spans.read`).
+    `tool_attribute`: an extra attribute that marks a
+    tool span and holds its tool call id; `request_id_attribute`: an extra attribute holding the
+    provider request id on HTTP spans."""
+    read_warnings: list[SourceWarning] = []  # lines that are not JSON: listed first, as before
+    with _gc_paused():
+        documents = span_documents(target, read_warnings, decode=spans_fast.decode)
+        result = parse_spans(documents, str(target),
+                             tool_attribute=tool_attribute,
+                             request_id_attribute=request_id_attribute)
+    result.warnings[:0] = read_warnings
+    return result
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not text.startswith((b"{", b"[")):
+        return False
+    if b'"resourceSpans"' in head:
+        return True
+    return b'"traceID"' in head and b'"spanID"' in head and b'"spans"' in head

@@ -1,0 +1,95 @@
+"""A self-contained HTML report of an investigation, for a postmortem.
+
+Everything that came from the evidence (ids, arguments, notes) is escaped: the report shows it,
+never runs it; control and bidi characters are shown as `<U+202E>`, not obeyed. plotly.js is
+inlined so the file opens offline, and a Content-Security-Policy lets only the report's own
+scripts run (by hash), so text that ever slipped past the escaping still could not execute.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from html import escape as _escape
+
+from twice.engine import Analysis
+from twice.layers import LAYERS
+from twice.store import Snapshot
+from twice.verdict import fmt_gap
+from twice.web.figures import SVG_MAX_POINTS, duplicates_frame, gaps_figure, timeline_figure
+
+STYLE = """
+body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
+h1{font-size:1.6em} .dup{border-left:4px solid #c33;padding:.2em 1em;margin:1em 0}
+.protected{border-color:#c90} code{background:#f3f3f3;padding:0 .2em}
+table{border-collapse:collapse} td,th{border:1px solid #ddd;padding:.2em .5em;font-size:.9em}
+"""
+
+
+# C0/C1 controls (terminal escapes, NUL) and the bidi controls that reorder what follows.
+_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                        "\u2066-\u2069]")
+_SCRIPT = re.compile(r"<script[^>]*>(.*?)</script>", re.S)
+
+
+def visible(text: str) -> str:
+    """Evidence or user text with control and bidi characters shown (`<U+202E>`), not obeyed."""
+    return _INVISIBLE.sub(lambda m: f"<U+{ord(m[0]):04X}>", text)
+
+
+def escape(text: str) -> str:
+    return _escape(visible(text))
+
+
+def _csp(body: str) -> str:
+    """A policy that runs exactly the inline scripts plotly wrote, nothing else."""
+    hashes = " ".join(
+        "'sha256-" + base64.b64encode(hashlib.sha256(m.encode()).digest()).decode() + "'"
+        for m in dict.fromkeys(_SCRIPT.findall(body))) or "'none'"
+    return (f"default-src 'none'; script-src {hashes}; "
+            "style-src 'unsafe-inline'; img-src data:; font-src data:")
+
+
+def build_report(snap: Snapshot, analysis: Analysis) -> str:
+    s = snap.summary
+    parts = [f"<h1>{escape(s.title)}</h1>",
+             f"<p>Investigation <code>{escape(s.id)}</code>, saved "
+             f"{s.created_at:%Y-%m-%d %H:%M} UTC; sources: {escape(', '.join(s.sources))}; "
+             f"{len(analysis.groups)} logical calls executed more than once.</p>"]
+    dups = duplicates_frame(analysis)
+    if len(dups):
+        parts.append("<h2>Gaps against the bands</h2>")
+        parts.append(gaps_figure(dups).to_html(full_html=False, include_plotlyjs="inline"))
+    parts.append("<h2>Timeline</h2>")
+    # SVG only: the policy below runs no eval, which plotly's WebGL traces need (they would show
+    # "WebGL is not supported"); past SVG_MAX_POINTS rows the other rows are counted per bucket
+    parts.append(timeline_figure(analysis, max_points=SVG_MAX_POINTS, webgl=False).to_html(
+        full_html=False, include_plotlyjs=False if len(dups) else "inline"))
+    for group in analysis.groups:
+        parts.append(f"<h2>Group <code>{escape(group.group_id)}</code>: tool "
+                     f"{escape(str(group.tool_name))}, thread {escape(str(group.thread_id))}"
+                     "</h2>")
+        for d in group.duplicates:
+            cls = "dup protected" if d.protected else "dup"
+            items = "".join(f"<li>{escape(e)}</li>" for e in d.evidence)
+            parts.append(
+                f"<div class='{cls}'><h3>{escape(d.layer.value)}: "
+                f"{escape(LAYERS[d.layer].plain)}</h3><p>{escape(d.first)} → "
+                f"{escape(d.second)}, gap {fmt_gap(d.gap_seconds)} ({escape(d.band.value)}), "
+                f"confidence {d.confidence:.2f}{', protected' if d.protected else ''}</p>"
+                f"<ul>{items}</ul><p><b>Fix:</b> {escape(d.fix)}</p></div>")
+        if group.findings:
+            parts.append("<ul>" + "".join(
+                f"<li><b>{escape(f.code)}</b>: {escape(f.detail)}</li>"
+                for f in group.findings) + "</ul>")
+    if snap.notes:
+        parts.append("<h2>Notes</h2>")
+        for n in snap.notes:
+            parts.append(f"<p><b>{escape(n.author)}</b> ({n.at:%Y-%m-%d %H:%M} UTC)</p>"
+                         f"<pre>{escape(n.text)}</pre>")
+    body = "\n".join(parts)
+    return (f"<!doctype html><html><head><meta charset='utf-8'>"
+            f"<meta http-equiv='Content-Security-Policy' content=\"{_csp(body)}\">"
+            f"<title>twice: {escape(s.title)}</title><style>{STYLE}</style></head><body>\n"
+            f"{body}\n</body></html>")

@@ -1,0 +1,103 @@
+"""The Sweeps page: every stored sweep (`?sweep=all`), and one sweep's duplicates (`?sweep=ID`),
+each with a link that opens its saved investigation on the verdict.
+
+Evidence text (customer ids, sources) is shown in dataframes only, never inside markdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+import streamlit as st
+
+from twice.store import Store, StoreError, valid_id
+from twice.sweep.store import SweepGroup, get_sweep, list_sweeps, sweep_groups, totals
+from twice.web.view_state import ViewState, link
+
+
+def _money(amounts: Mapping[str, int]) -> str:
+    return ", ".join(f"{v / 100:,.2f} {c.upper()}" for c, v in amounts.items()) or "—"
+
+
+def sweep_link(sweep_id: str) -> str:
+    return f"?sweep={sweep_id}"
+
+
+def group_frame(groups: Sequence[SweepGroup]) -> pd.DataFrame:
+    """One row per duplicate group, with a relative link to its investigation's verdict."""
+    return pd.DataFrame([{
+        "first attempt (UTC)": g.first_at.strftime("%Y-%m-%d %H:%M:%S"),
+        "layer": g.layer or "—",
+        "confidence": g.confidence,
+        "money at risk": _money(g.money_at_risk) + (" (key held)" if g.protected else ""),
+        "customer": g.customer or "—",
+        "tool": g.tool_name or "—",
+        "attempts": g.attempts,
+        "open": link("", ViewState(inv=g.investigation_id, group=g.group_id, tab="verdict")),
+    } for g in groups], columns=["first attempt (UTC)", "layer", "confidence", "money at risk",
+                                 "customer", "tool", "attempts", "open"])
+
+
+def _all(store: Store) -> None:
+    st.title("Sweeps")
+    st.caption("Every duplicate in a month of evidence: `twice sweep DIR --chunk 1d` runs one "
+               "(resumable), and its duplicates are saved here as investigations.")
+    sweeps = list_sweeps(store)
+    if not sweeps:
+        st.info("No sweep stored yet. Run `twice sweep` on exported evidence.")
+        return
+    table = pd.DataFrame([{
+        "sweep": s.id, "started (UTC)": s.created_at.strftime("%Y-%m-%d %H:%M"),
+        "from": s.params["since"], "until": s.params["until"],
+        "chunks": f"{s.chunks_done}/{s.chunks_total}", "groups": s.group_count,
+        "money at risk": _money(totals(sweep_groups(store, s.id))["money_at_risk"]),
+        "status": "finished" if s.finished else "unfinished", "open": sweep_link(s.id),
+    } for s in sweeps])
+    st.dataframe(table, hide_index=True, width="stretch", column_config={
+        "open": st.column_config.LinkColumn("open", display_text="open")})
+
+
+def _one(store: Store, sweep_id: str) -> None:
+    record = get_sweep(store, sweep_id)
+    if record is None:
+        st.error(f"Sweep `{sweep_id}` was not found.")
+        st.link_button("All sweeps", sweep_link("all"))
+        return
+    groups = sweep_groups(store, sweep_id)
+    t = totals(groups)
+    st.title(f"Sweep {record.id}")
+    state = "finished" if record.finished else "unfinished: resume with `twice sweep --resume`"
+    st.caption(f"{record.params['since']} .. {record.params['until']} · "
+               f"{record.chunks_done}/{record.chunks_total} chunks · {state} · "
+               f"{t['groups']} duplicate groups · money at risk {_money(t['money_at_risk'])}")
+    by_layer = pd.DataFrame([{"layer": layer, "groups": row["groups"],
+                              "money at risk": _money(row["money_at_risk"])}
+                             for layer, row in t["by_layer"].items()],
+                            columns=["layer", "groups", "money at risk"])
+    st.subheader("By layer")
+    st.dataframe(by_layer, hide_index=True)
+    st.subheader("Duplicate groups")
+    st.dataframe(group_frame(groups), hide_index=True, width="stretch", column_config={
+        "open": st.column_config.LinkColumn("open", display_text="open verdict")})
+    with st.expander("Sources and warnings"):
+        st.dataframe(pd.DataFrame(record.params["sources"], columns=["connector", "source",
+                                                                     "options"])
+                     .astype({"options": str}), hide_index=True)
+        if record.warnings:
+            st.dataframe(pd.DataFrame(record.warnings), hide_index=True)
+    st.link_button("All sweeps", sweep_link("all"))
+
+
+def page(store: Store, params: Mapping[str, str | list[str]]) -> None:
+    """`?sweep=all` lists the sweeps; `?sweep=ID` shows one."""
+    value = params.get("sweep")
+    sweep_id = value[-1] if isinstance(value, list) and value else value
+    try:
+        if isinstance(sweep_id, str) and sweep_id != "all" and valid_id(sweep_id):
+            _one(store, sweep_id)
+        else:
+            _all(store)
+    except StoreError as exc:
+        st.error("The sweeps cannot be read from the store:")
+        st.code(str(exc), language=None)  # literal text: a path or a redacted DSN
