@@ -4,7 +4,7 @@ Two optional gates, checked before any investigation (or the list of them) is sh
 
 - OIDC sign-in (Streamlit's `st.login`): used when `.streamlit/secrets.toml` has an `[auth]`
   section (redirect_uri, cookie_secret, client_id, client_secret, server_metadata_url; needs
-  Authlib: `pip install 'streamlit[auth]'`).
+  Authlib: `pip install 'twice[auth]'`).
 - A shared secret: `TWICE_ACCESS_TOKEN` in the server's environment (never in a file). The
   browser asks for it once per session; it is compared in constant time and never put in a URL,
   a cookie or the page. A link to an investigation opens the prompt first, then the view.
@@ -26,6 +26,7 @@ from twice.web.views import md_text
 TOKEN_ENV = "TWICE_ACCESS_TOKEN"
 _GRANTED = "twice_access_granted"  # session_state flag: this browser session gave the token
 _FAILURES = "twice_access_failures"
+_SIGN_IN_ERROR = "twice_sign_in_error"  # session_state: why the last "Sign in" could not start
 _WRONG_TOKEN_DELAY_S = 1.0  # slows guessing; the token's length does the rest
 
 
@@ -44,12 +45,33 @@ def token_matches(given: str, expected: str) -> bool:
     return hmac.compare_digest(given.encode(), expected.encode())
 
 
+def require_auth_extra() -> None:
+    """st.login needs Authlib, which only the `auth` extra installs."""
+    try:
+        import authlib  # noqa: F401
+    except ImportError:
+        raise ImportError("Sign-in (an [auth] section in .streamlit/secrets.toml) needs Authlib, "
+                          "which is not installed: install twice with "
+                          "`pip install 'twice[auth]'`.") from None
+
+
+def _sign_in() -> None:
+    try:
+        require_auth_extra()
+    except ImportError as exc:
+        st.session_state[_SIGN_IN_ERROR] = str(exc)
+        return
+    st.login()
+
+
 def gate() -> bool:
     """Render a sign-in or token prompt when one is needed; True when the page may go on."""
     if oidc_configured() and not _signed_in():
         st.title("twice")
         st.write("Sign in to open investigations.")
-        st.button("Sign in", on_click=st.login, type="primary")
+        st.button("Sign in", on_click=_sign_in, type="primary")
+        if _SIGN_IN_ERROR in st.session_state:
+            st.error(st.session_state.pop(_SIGN_IN_ERROR))
         return False
     expected = os.environ.get(TOKEN_ENV, "")
     if not expected or st.session_state.get(_GRANTED) is True:
