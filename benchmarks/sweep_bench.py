@@ -35,8 +35,8 @@ from tests.sweep.test_sweep_data import month  # noqa: E402
 from twice.connectors import registry  # noqa: E402
 from twice.engine import analyze  # noqa: E402
 from twice.store import open_store  # noqa: E402
+from twice.store.sweeps import sweep_groups  # noqa: E402
 from twice.sweep.run import Source, run_sweep  # noqa: E402
-from twice.sweep.store import sweep_groups  # noqa: E402
 
 TARGET_RATIO = 5.0
 

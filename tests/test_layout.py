@@ -40,7 +40,6 @@ LINK_NAMES = {"app", "connectors", "lab"}
 # imports the move into twice/ kept as they were; the command tree and the sweep links undo them
 PENDING = {
     "twice/cli/root.py (cli) imports twice.lab.__main__ (lab)",
-    "twice/cli/sweep.py (cli) imports twice.web.view_state (web)",
     "twice/lab/accuracy.py (lab) imports twice.cli.root (cli)",
 }
 

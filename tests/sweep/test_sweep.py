@@ -22,8 +22,8 @@ from tests.sweep.test_sweep_data import START, month, sample_names, write_month
 from twice.cli import main
 from twice.engine import analyze
 from twice.store import open_store
+from twice.store.sweeps import SweepGroup, get_sweep, sweep_groups
 from twice.sweep.run import Plan, batches, run_sweep
-from twice.sweep.store import SweepGroup, get_sweep, sweep_groups
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUNDARY = START + pd.Timedelta(days=10)

@@ -14,8 +14,8 @@ from streamlit.testing.v1 import AppTest
 from tests.sweep.test_sweep_data import month
 from tests.web.conftest import run_app
 from twice.store import open_store
+from twice.store.sweeps import SweepGroup, sweep_groups
 from twice.sweep.run import run_sweep
-from twice.sweep.store import SweepGroup, sweep_groups
 
 
 @pytest.fixture(scope="module")

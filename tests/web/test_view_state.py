@@ -10,7 +10,7 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from twice.web.view_state import TABS, ViewState, from_query, link, to_query
+from twice.store.links import TABS, ViewState, from_query, link, to_query
 
 ids = st.from_regex(r"[A-Za-z0-9_:.#-]{1,128}", fullmatch=True)
 times = st.datetimes(min_value=datetime(1990, 1, 1), max_value=datetime(2200, 1, 1),

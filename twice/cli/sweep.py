@@ -6,8 +6,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 import pandas as pd
@@ -18,13 +16,12 @@ from rich.table import Table
 from twice.cli.root import EXIT_BAD_INPUT, EXIT_OK, SOURCE_FLAGS, _duration, _sources
 from twice.connectors.base import SourceError, UnknownConnectorError, redact
 from twice.engine import Options
+from twice.formats import iso, money
 from twice.layers import KEY_RETENTION, Bands
 from twice.store import Store, StoreError, open_store
+from twice.store.sweeps import SweepGroup, SweepRecord, get_sweep, list_sweeps, sweep_groups
+from twice.sweep.report import document, group_link, totals
 from twice.sweep.run import Source, options_from, run_sweep
-from twice.sweep.store import SweepGroup, SweepRecord, get_sweep, list_sweeps, sweep_groups, totals
-from twice.web.view_state import ViewState, link
-
-SWEEP_CONTRACT_VERSION = 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,44 +66,6 @@ def _time(text: str | None, flag: str) -> pd.Timestamp | None:
     return t.tz_localize("UTC") if t.tz is None else t.tz_convert("UTC")
 
 
-def _base_url(url: str) -> str:
-    return url if urlsplit(url).path else url + "/"
-
-
-def group_link(base_url: str, g: SweepGroup) -> str:
-    return link(_base_url(base_url), ViewState(inv=g.investigation_id, group=g.group_id,
-                                               tab="verdict"))
-
-
-def _money(risk: dict[str, int]) -> str:
-    return ", ".join(f"{v / 100:,.2f} {k.upper()}" for k, v in risk.items()) or "—"
-
-
-def _iso(at: Any) -> str:
-    return pd.Timestamp(at).tz_convert("UTC").isoformat().replace("+00:00", "Z")
-
-
-def document(record: SweepRecord, groups: Sequence[SweepGroup], base_url: str) -> dict[str, Any]:
-    """The `--format json` document: the sweep, every group with its link, totals per layer."""
-    return {
-        "version": SWEEP_CONTRACT_VERSION,
-        "sweep": {"id": record.id, "created_at": _iso(record.created_at),
-                  "finished": record.finished, "chunks_total": record.chunks_total,
-                  "chunks_done": record.chunks_done, "since": record.params["since"],
-                  "until": record.params["until"], "chunk_seconds": record.params["chunk_s"],
-                  "overlap_seconds": record.params["overlap_s"],
-                  "sources": [s[1] for s in record.params["sources"]]},
-        "groups": [{"group_id": g.group_id, "layer": g.layer, "confidence": g.confidence,
-                    "protected": g.protected, "money_at_risk": g.money_at_risk,
-                    "customer": g.customer, "tool_name": g.tool_name, "thread_id": g.thread_id,
-                    "attempts": g.attempts, "first_at": _iso(g.first_at),
-                    "last_at": _iso(g.last_at), "investigation_id": g.investigation_id,
-                    "link": group_link(base_url, g)} for g in groups],
-        "totals": totals(groups),
-        "warnings": record.warnings,
-    }
-
-
 def _print_table(record: SweepRecord, groups: Sequence[SweepGroup], base_url: str) -> None:
     # wide enough that no link is folded (a folded link cannot be clicked or copied)
     out = Console(file=sys.stdout, width=400)
@@ -120,14 +79,14 @@ def _print_table(record: SweepRecord, groups: Sequence[SweepGroup], base_url: st
     for g in groups:
         table.add_row(f"{g.first_at:%Y-%m-%d %H:%M:%S}", g.layer or "—",
                       "—" if g.confidence is None else f"{g.confidence:.2f}",
-                      _money(g.money_at_risk) + (" (key held)" if g.protected else ""),
+                      money(g.money_at_risk) + (" (key held)" if g.protected else ""),
                       g.customer or "—", str(g.attempts), group_link(base_url, g))
     out.print(table)
     t = totals(groups)
     for layer, row in t["by_layer"].items():
         out.print(f"  {layer}: {row['groups']} groups, money at risk "
-                  f"{_money(row['money_at_risk'])}")
-    out.print(f"{t['groups']} duplicate groups, money at risk {_money(t['money_at_risk'])}")
+                  f"{money(row['money_at_risk'])}")
+    out.print(f"{t['groups']} duplicate groups, money at risk {money(t['money_at_risk'])}")
     for w in record.warnings:
         out.print(f"warning: {w.get('source')}: {w.get('detail')}", markup=False)
 
@@ -149,7 +108,7 @@ def _emit(store: Store, sweep_id: str, fmt: str, base_url: str) -> int:
 def _list(store: Store, fmt: str) -> int:
     sweeps = list_sweeps(store)
     if fmt == "json":
-        doc = [{"id": s.id, "created_at": _iso(s.created_at), "finished": s.finished,
+        doc = [{"id": s.id, "created_at": iso(s.created_at), "finished": s.finished,
                 "chunks_done": s.chunks_done, "chunks_total": s.chunks_total,
                 "groups": s.group_count, "since": s.params["since"],
                 "until": s.params["until"]} for s in sweeps]

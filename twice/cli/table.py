@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from twice.engine import Analysis, Group
+from twice.formats import money
 from twice.layers import LAYERS
 from twice.report import attempt_dict
 from twice.verdict import fmt_gap
@@ -15,13 +16,6 @@ from twice.verdict import fmt_gap
 
 def _short(text: str | None, keep: int = 14) -> str | None:
     return text if text is None or len(text) <= keep else text[:keep] + "…"
-
-
-def _money(group: Group) -> str:
-    risk = group.money_at_risk()
-    if not risk:
-        return "no second effect"
-    return ", ".join(f"{amount / 100:,.2f} {cur.upper()}" for cur, amount in risk.items())
 
 
 def _group_panel(group: Group) -> Panel:
@@ -50,8 +44,9 @@ def _group_panel(group: Group) -> Panel:
         body.append(Text("\nfindings", style="bold"))
         for f in group.findings:
             body.append(Text(f"  [{f.code}] {f.detail}"))
+    risk = money(group.money_at_risk(), empty="no second effect")
     title = (f"{group.group_id}  tool {group.tool_name or '?'}  thread {group.thread_id or '?'}"
-             f"  {len(group.attempts)} attempts  money at risk: {_money(group)}")
+             f"  {len(group.attempts)} attempts  money at risk: {risk}")
     from rich.console import Group as RichGroup
 
     return Panel(RichGroup(*body), title=title, title_align="left")

@@ -151,7 +151,3 @@ class DrillStore:
                 (trainee,)).fetchall()
         return {int(r["level"]): LevelProgress(int(r["drills"]), int(r["best"]),
                                                MAX_SCORE * int(r["drills"])) for r in rows}
-
-
-def open_drill_store(path: str | Path | None = None) -> DrillStore:
-    return DrillStore(path)

@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl
 
 import stripe
 
+from twice.formats import iso
 from twice.lab.agent import API_KEY, PAYMENT_METHOD, KeyMode, ToolOptions, Worker
 from twice.lab.lab_run import AMOUNTS, Bench
 from twice.lab.model import BASE62
@@ -54,10 +55,6 @@ def _thread(rng: random.Random) -> str:
 
 def _chars(rng: random.Random, n: int) -> str:
     return "".join(rng.choice(BASE62) for _ in range(n))
-
-
-def _iso(when: dt.datetime) -> str:
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def charge_text(customer: str, amount: int, currency: str, rng: random.Random) -> str:
@@ -155,18 +152,20 @@ class BusyDay:
         ends = {r.thread: self._span(r.thread) for r in runs}
         return {
             "threads": len(runs),
-            "first_start": _iso(min(r.start for r in runs)) if runs else None,
-            "last_start": _iso(max(r.start for r in runs)) if runs else None,
+            "first_start": iso(min(r.start for r in runs), "milliseconds") if runs else None,
+            "last_start": iso(max(r.start for r in runs), "milliseconds") if runs else None,
             "run_order": "shuffled",
             "same_customer": [
-                {"thread": r.thread, "start": _iso(r.start), "charges": ends[r.thread]}
+                {"thread": r.thread, "start": iso(r.start, "milliseconds"),
+                 "charges": ends[r.thread]}
                 for r in runs if r.kind == "same_customer"
             ],
         }
 
     def _span(self, thread: str) -> list[dict[str, Any]]:
         return [{"request_id": r.request_id, "amount": amount_of(r)[0],
-                 "at": _iso(agent_time(self.b, r))} for r in charges_of(self.b, thread)]
+                 "at": iso(agent_time(self.b, r), "milliseconds")}
+                for r in charges_of(self.b, thread)]
 
     def neighbours(self, count: int, incident_customer: str) -> list[dict[str, Any]]:
         """Other customers charged the same amount and currency 1-5 s after an incident charge."""
@@ -213,7 +212,8 @@ class BusyDay:
             # stays this one (POST /v1/refunds)
             refund = client.v1.refunds.create(params={"payment_intent": intent})
             self.latest = max(self.latest, self.b.clock.now())
-            out.append({"payment_intent": intent, "refund": refund.id, "at": _iso(when)})
+            out.append({"payment_intent": intent, "refund": refund.id,
+                        "at": iso(when, "milliseconds")})
         return out
 
     def checkouts(self, count: int) -> list[dict[str, Any]]:
@@ -232,7 +232,7 @@ class BusyDay:
                 "payment_method": PAYMENT_METHOD, "metadata": {"order_id": order}})
             self.latest = max(self.latest, self.b.clock.now())
             out.append({"payment_intent": intent.id, "amount": amount, "currency": currency,
-                        "at": _iso(when)})
+                        "at": iso(when, "milliseconds")})
         return out
 
     def _intent_of(self, record: RequestRecord) -> str | None:

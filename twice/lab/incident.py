@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
+from twice.formats import iso
 from twice.lab.stripe_server import RequestRecord, StripeServer
 from twice.lab.truth_detail import Exports, IncidentFacts, expected_findings, exported_request_ids
 
@@ -133,12 +133,6 @@ def compact(path: Path) -> None:
             conn.close()
 
 
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
-    )
-
-
 def duration_text(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.3f} s"
@@ -165,7 +159,8 @@ def _readme(
 ) -> str:
     files = sorted(p.name for p in out_dir.iterdir() if p.name != "README.md")
     rows = "\n".join(
-        f"| `{r.request_id}` | {_iso(r.created)} | `{r.idempotency_key or '(none)'}` | "
+        f"| `{r.request_id}` | {iso(r.created, 'milliseconds')} | "
+        f"`{r.idempotency_key or '(none)'}` | "
         f"{r.status} | {'yes' if r.replayed else 'no'} | {r.envoy_attempt_count or ''} |"
         for r in requests
     )

@@ -1,30 +1,35 @@
-"""Saved investigations (and sweeps): SQLite by default, PostgreSQL for a team."""
+"""Saved investigations (and sweeps): SQLite in the user's data dir by default, PostgreSQL for
+a team.
+
+- `model`: what is saved (notes, overrides, the summary, the snapshot) and the store's errors;
+- `prepare`: what saving computes before it writes; `location`: which store `open_store` opens;
+- `sql`: the one SQL layer (every query, `Store.transaction()`), over `dialect` (where SQLite
+  and PostgreSQL differ) and `schema` (the tables, written once);
+- `sqlite`, `postgres`: connect and migrate; `sweeps`: a sweep's tables; `links`: the URL of
+  every view of a saved investigation.
+"""
 
 from __future__ import annotations
 
+from twice.store.location import default_store_path, open_store
 from twice.store.model import (
     InvestigationExists,
     InvestigationNotFound,
     Note,
     Override,
-    Prepared,
     Snapshot,
-    Store,
     StoreError,
     Summary,
     WarningLike,
-    default_store_path,
-    dumps,
     effective_overrides,
-    loads,
     new_id,
-    open_store,
-    prepare,
     valid_id,
 )
+from twice.store.prepare import Prepared, prepare
+from twice.store.sql import Store, Transaction
 
 __all__ = [
     "InvestigationExists", "InvestigationNotFound", "Note", "Override", "Prepared", "Snapshot",
-    "Store", "StoreError", "Summary", "WarningLike", "default_store_path", "dumps",
-    "effective_overrides", "loads", "new_id", "open_store", "prepare", "valid_id",
+    "Store", "StoreError", "Summary", "Transaction", "WarningLike", "default_store_path",
+    "effective_overrides", "new_id", "open_store", "prepare", "valid_id",
 ]

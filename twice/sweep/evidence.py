@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from twice.engine import Analysis, Group, Options, analyze
+from twice.formats import utc
 
 # evidence kept around a group's attempts in its saved investigation
 SLICE_PAD = pd.Timedelta(minutes=15)
@@ -23,11 +24,6 @@ LINK_COLUMNS = ("thread_id", "tool_call_id", "idempotency_key", "request_id", "o
                 "trace_id", "message_id")
 # fingerprints that join attempts however far apart they are
 FINGERPRINTS = ("tool_call_id", "idempotency_key")
-
-
-def _utc(value: Any) -> pd.Timestamp:
-    t = pd.Timestamp(value)
-    return t.tz_localize("UTC") if t.tz is None else t.tz_convert("UTC")
 
 
 def _id_arrays(frame: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -109,7 +105,7 @@ def _tied(at_ns: np.ndarray, ids: dict[str, np.ndarray], group: Group
     near = np.zeros(len(at_ns), dtype=bool)
     pad = SLICE_PAD.value
     for r in group.records:
-        t = _utc(r["at_raw"]).value
+        t = utc(r["at_raw"]).value
         near[np.searchsorted(at_ns, t - pad, side="left"):
              np.searchsorted(at_ns, t + pad, side="right")] = True
     window = np.flatnonzero(near)

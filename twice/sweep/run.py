@@ -28,7 +28,7 @@ attempt can come from (the provider's requests and events; tool spans and calls 
 have no provider record at all) cannot own a group: it is marked done without the engine.
 
 Each batch is committed to the store in one transaction (its chunks' groups, each saved as an
-investigation, and their "done" marks, twice.sweep.store), so a killed sweep resumes where it
+investigation, and their "done" marks, twice.store.sweeps), so a killed sweep resumes where it
 stopped. The sweep id is a hash of what was asked (sources with their sizes and mtimes, window,
 chunk, options): rerunning the same command resumes the same sweep.
 """
@@ -48,10 +48,10 @@ import pandas as pd
 from twice.connectors import registry
 from twice.connectors.base import SourceError, redact
 from twice.engine import Group, Options, analyze
+from twice.formats import utc
 from twice.layers import Bands
 from twice.store import Prepared, Store, prepare
-from twice.sweep.evidence import far_rows, group_slices, long_fingerprints
-from twice.sweep.store import (
+from twice.store.sweeps import (
     ChunkDone,
     SweepGroup,
     SweepRecord,
@@ -61,6 +61,7 @@ from twice.sweep.store import (
     get_sweep,
     start_sweep,
 )
+from twice.sweep.evidence import far_rows, group_slices, long_fingerprints
 from twice.timeline import Kind, SourceWarning
 
 Source = tuple[str, str | Path, dict[str, Any]]
@@ -102,11 +103,6 @@ class SweepResult:
     chunks_skipped: int  # finished by an earlier run
 
 
-def _utc(value: Any) -> pd.Timestamp:
-    t = pd.Timestamp(value)
-    return t.tz_localize("UTC") if t.tz is None else t.tz_convert("UTC")
-
-
 def _source_identity(name: str, target: str | Path, options: dict[str, Any]) -> list[Any]:
     path = Path(target) if not str(target).startswith(("postgresql://", "postgres://")) else None
     if path is not None and path.exists():
@@ -121,8 +117,8 @@ def sweep_id_for(sources: Sequence[Source], since: Any, until: Any, chunk_s: flo
     """Same sources (unchanged files), window, chunking and options: same sweep."""
     b = options.bands
     ident = {"sources": sorted(_source_identity(*s) for s in sources),
-             "since": None if since is None else _utc(since).isoformat(),
-             "until": None if until is None else _utc(until).isoformat(),
+             "since": None if since is None else utc(since).isoformat(),
+             "until": None if until is None else utc(until).isoformat(),
              "chunk_s": chunk_s, "overlap_s": overlap_s,
              "options": [b.seconds, b.tens_of_seconds, b.retention, options.window_s,
                          options.tolerance_s]}
@@ -142,7 +138,7 @@ def plan_for(at: pd.Series, since: Any, until: Any, chunk_s: float, overlap_s: f
     if until is None:
         # exclusive, on a whole microsecond (what the store keeps)
         until = at.max().floor("us") + pd.Timedelta(1, "us")
-    since, until = _utc(since), _utc(until)
+    since, until = utc(since), utc(until)
     if until <= since:
         raise SourceError("command line", "--until must be later than --since")
     return Plan(since=since, until=until, chunk_s=chunk_s, overlap_s=overlap_s)
@@ -162,7 +158,7 @@ def load(sources: Sequence[Source]) -> tuple[pd.DataFrame, list[SourceWarning]]:
 
 
 def _first_raw(group: Group) -> pd.Timestamp:
-    return min(_utc(r["at_raw"]) for r in group.records)
+    return min(utc(r["at_raw"]) for r in group.records)
 
 
 def _investigation_id(sweep_id: str, group_id: str) -> str:
@@ -174,7 +170,7 @@ def _sweep_group(group: Group, chunk: int, inv_id: str) -> SweepGroup:
     named = [d for d in group.duplicates if d.layer == worst]
     subjects = [str(r["subject"]) for r in group.records if isinstance(r["subject"], str)]
     # the store keeps microseconds (a raw clock shifted by a span's time can carry nanoseconds)
-    times = [_utc(r["at_raw"]).floor("us").to_pydatetime() for r in group.records]
+    times = [utc(r["at_raw"]).floor("us").to_pydatetime() for r in group.records]
     return SweepGroup(
         group_id=group.group_id, chunk=chunk, investigation_id=inv_id,
         first_at=min(times), last_at=max(times),
@@ -289,15 +285,15 @@ def run_sweep(store: Store, sources: Sequence[Source], *, since: Any = None, unt
     existing = get_sweep(store, sweep_id)
     if existing is not None:  # a resume: the stored plan, even if a DSN's data grew since
         p = existing.params
-        plan = Plan(since=_utc(p["since"]), until=_utc(p["until"]), chunk_s=chunk_s,
+        plan = Plan(since=utc(p["since"]), until=utc(p["until"]), chunk_s=chunk_s,
                     overlap_s=overlap_s)
     else:
         plan = plan_for(timeline["at"], since, until, chunk_s, overlap_s)
     params = {"sources": [[n, redact(str(t)), o] for n, t, o in sources],
               "since": plan.since.isoformat(), "until": plan.until.isoformat(),
               # what was asked (None: from the data), so `--resume ID` recomputes the same id
-              "since_asked": None if since is None else _utc(since).isoformat(),
-              "until_asked": None if until is None else _utc(until).isoformat(),
+              "since_asked": None if since is None else utc(since).isoformat(),
+              "until_asked": None if until is None else utc(until).isoformat(),
               "chunk_s": chunk_s, "overlap_s": overlap_s, "provider": provider,
               "window_s": opts.window_s, "tolerance_s": opts.tolerance_s,
               "bands": [opts.bands.seconds, opts.bands.tens_of_seconds, opts.bands.retention]}

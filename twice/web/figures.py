@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from twice.engine import Analysis, Group
+from twice.formats import utc
 from twice.layers import LAYERS, Band, Bands, Layer, usual_suspects
 from twice.timeline import Kind
 
@@ -210,11 +211,6 @@ def _utc_naive(times: pd.Series) -> pd.Series:
     return times.dt.tz_convert("UTC").dt.tz_localize(None)
 
 
-def _as_utc(t: pd.Timestamp) -> pd.Timestamp:
-    t = pd.Timestamp(t)
-    return t.tz_localize("UTC") if t.tz is None else t.tz_convert("UTC")
-
-
 def _hover(rows: pd.DataFrame, lane: pd.Series, x: pd.Series) -> pd.Series:
     text = "<b>" + lane.astype(str) + "</b> " + x.dt.strftime("%H:%M:%S.%f").str[:-3]
     for label, col in _HOVER_FIELDS:
@@ -284,7 +280,7 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
     times = tl[t_col].fillna(tl["at"])
     in_window = pd.Series(True, index=tl.index)
     if window is not None:
-        lo_w, hi_w = _as_utc(window[0]), _as_utc(window[1])
+        lo_w, hi_w = utc(window[0]), utc(window[1])
         in_window = (times >= lo_w) & (times <= hi_w)
     rows = tl[in_window & tl["kind"].isin(list(LANES))]
     x = _utc_naive(times[rows.index])

@@ -22,9 +22,9 @@ from twice.store import (
     StoreError,
     open_store,
 )
+from twice.store.links import ViewState, from_query, to_query
 from twice.web import auth
 from twice.web import views as views
-from twice.web.view_state import ViewState, from_query, to_query
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_data"
 

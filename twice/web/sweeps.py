@@ -11,13 +11,11 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import streamlit as st
 
+from twice.formats import money
 from twice.store import Store, StoreError, valid_id
-from twice.sweep.store import SweepGroup, get_sweep, list_sweeps, sweep_groups, totals
-from twice.web.view_state import ViewState, link
-
-
-def _money(amounts: Mapping[str, int]) -> str:
-    return ", ".join(f"{v / 100:,.2f} {c.upper()}" for c, v in amounts.items()) or "—"
+from twice.store.links import ViewState, link
+from twice.store.sweeps import SweepGroup, get_sweep, list_sweeps, sweep_groups
+from twice.sweep.report import totals
 
 
 def sweep_link(sweep_id: str) -> str:
@@ -30,7 +28,7 @@ def group_frame(groups: Sequence[SweepGroup]) -> pd.DataFrame:
         "first attempt (UTC)": g.first_at.strftime("%Y-%m-%d %H:%M:%S"),
         "layer": g.layer or "—",
         "confidence": g.confidence,
-        "money at risk": _money(g.money_at_risk) + (" (key held)" if g.protected else ""),
+        "money at risk": money(g.money_at_risk) + (" (key held)" if g.protected else ""),
         "customer": g.customer or "—",
         "tool": g.tool_name or "—",
         "attempts": g.attempts,
@@ -51,7 +49,7 @@ def _all(store: Store) -> None:
         "sweep": s.id, "started (UTC)": s.created_at.strftime("%Y-%m-%d %H:%M"),
         "from": s.params["since"], "until": s.params["until"],
         "chunks": f"{s.chunks_done}/{s.chunks_total}", "groups": s.group_count,
-        "money at risk": _money(totals(sweep_groups(store, s.id))["money_at_risk"]),
+        "money at risk": money(totals(sweep_groups(store, s.id))["money_at_risk"]),
         "status": "finished" if s.finished else "unfinished", "open": sweep_link(s.id),
     } for s in sweeps])
     st.dataframe(table, hide_index=True, width="stretch", column_config={
@@ -70,9 +68,9 @@ def _one(store: Store, sweep_id: str) -> None:
     state = "finished" if record.finished else "unfinished: resume with `twice sweep --resume`"
     st.caption(f"{record.params['since']} .. {record.params['until']} · "
                f"{record.chunks_done}/{record.chunks_total} chunks · {state} · "
-               f"{t['groups']} duplicate groups · money at risk {_money(t['money_at_risk'])}")
+               f"{t['groups']} duplicate groups · money at risk {money(t['money_at_risk'])}")
     by_layer = pd.DataFrame([{"layer": layer, "groups": row["groups"],
-                              "money at risk": _money(row["money_at_risk"])}
+                              "money at risk": money(row["money_at_risk"])}
                              for layer, row in t["by_layer"].items()],
                             columns=["layer", "groups", "money at risk"])
     st.subheader("By layer")

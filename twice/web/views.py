@@ -18,21 +18,18 @@ from twice.connectors import registry
 from twice.connectors.base import SourceError
 from twice.connectors.provider import timeline_file
 from twice.engine import Analysis, Group
+from twice.formats import money
 from twice.layers import LAYERS, Layer
 from twice.report import to_contract
 from twice.store import Note, Override, Snapshot, Store, effective_overrides
+from twice.store.links import ViewState, link
 from twice.verdict import fmt_gap
 from twice.web.figures import attempt_comparison, duplicates_frame, gaps_figure, timeline_figure
 from twice.web.report_html import build_report, visible
-from twice.web.view_state import ViewState, link
 
 Go = Callable[[ViewState], None]
 TAB_LABELS = {"timeline": "Timeline", "gaps": "Gaps against the bands", "verdict": "Verdict",
               "notes": "Notes", "export": "Export"}
-
-
-def _money(amounts: dict[str, int]) -> str:
-    return ", ".join(f"{v / 100:,.2f} {c.upper()}" for c, v in amounts.items()) or "—"
 
 
 def sidebar(store: Store, state: ViewState, go: Go) -> None:
@@ -60,7 +57,7 @@ def incidents(store: Store, state: ViewState, go: Go) -> None:
         return
     table = pd.DataFrame([{
         "title": s.title, "when": s.created_at, "provider": s.provider, "groups": s.groups,
-        "worst layer": s.worst_layer or "—", "money at risk": _money(s.money_at_risk),
+        "worst layer": s.worst_layer or "—", "money at risk": money(s.money_at_risk),
         "open": link("", ViewState(inv=s.id, tab="verdict")),
     } for s in rows])
     st.dataframe(table, hide_index=True, width="stretch", column_config={
@@ -69,7 +66,7 @@ def incidents(store: Store, state: ViewState, go: Go) -> None:
         layer = f" · worst layer **{s.worst_layer}**" if s.worst_layer else " · no duplicate"
         st.markdown(f"- [{md_text(s.title)}]({link('', ViewState(inv=s.id, tab='verdict'))})"
                     f"{layer} · {s.groups} groups · money at risk "
-                    f"{md_text(_money(s.money_at_risk))}")
+                    f"{md_text(money(s.money_at_risk))}")
 
 
 # Markdown's punctuation and `$` (Streamlit renders $...$ as math): escaped, so evidence text
@@ -98,7 +95,7 @@ def investigation(store: Store, snap: Snapshot, analysis: Analysis, state: ViewS
     st.title(md_text(s.title))
     st.caption(f"{md_text(s.provider)} · {len(analysis.groups)} duplicate groups · worst "
                f"layer {s.worst_layer or '—'} · money at risk "
-               f"{md_text(_money(s.money_at_risk))} · saved "
+               f"{md_text(money(s.money_at_risk))} · saved "
                f"{s.created_at:%Y-%m-%d %H:%M} UTC · id `{s.id}`")
     for warning in snap.warnings:
         if warning.get("source") == LIVE_ERRORS:

@@ -37,6 +37,7 @@ from twice.connectors.checkpoints.decode import (
     parse_ts,
     uuid6_time_ns,
 )
+from twice.formats import utc
 from twice.timeline import Kind, canonical_json, fingerprint, make_timeline
 
 name = "checkpoints"
@@ -98,11 +99,7 @@ def make_window(
 
 
 def _utc_ns(value: datetime | pd.Timestamp | str | None) -> int | None:
-    if value is None:
-        return None
-    ts = pd.Timestamp(value)
-    ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
-    return int(ts.value)
+    return None if value is None else int(utc(value).value)
 
 
 # --- the pure part -------------------------------------------------------------------------

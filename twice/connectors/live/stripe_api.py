@@ -35,6 +35,7 @@ from stripe.params import EventListParams
 
 from twice.connectors.base import LoadResult, SourceError, SourceWarning, redact
 from twice.connectors.provider import stripe_events
+from twice.formats import iso
 
 name = "stripe_api"
 SOURCE = "stripe api"
@@ -297,7 +298,7 @@ def fetch_events(
             stopped_early = True
             warnings.append(SourceWarning(SOURCE, (
                 f"stopped after {pages} page(s) of events: {reason}; results are partial"
-                + (f" (events before {_iso(oldest)} not read)" if oldest is not None else ""))))
+                + (f" (events before {_created(oldest)} not read)" if oldest is not None else ""))))
             break
         pages += 1
         below_window = False
@@ -357,10 +358,11 @@ def _related(
     return related
 
 
-def _iso(created: Any) -> str:
+def _created(created: Any) -> str:
+    """An event's `created` (unix seconds) for a message; as given when it is not a time."""
     try:
-        return f"{datetime.fromtimestamp(float(created), UTC):%Y-%m-%dT%H:%M:%SZ}"
-    except (TypeError, ValueError, OverflowError):
+        return iso(float(created), "seconds")
+    except (TypeError, ValueError, OverflowError, OSError):
         return str(created)
 
 

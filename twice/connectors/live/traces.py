@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
@@ -26,6 +26,7 @@ import orjson
 
 from twice.connectors.base import LoadResult, SourceError, redact
 from twice.connectors.spans.model import trace_id_hex
+from twice.formats import utc
 
 __all__ = ["ACCEPTED_FORMS", "Endpoint", "HttpSource", "TraceBackend", "TraceNotFoundError",
            "backend_from_url", "epoch_us", "save_traces", "unix_seconds"]
@@ -33,7 +34,6 @@ __all__ = ["ACCEPTED_FORMS", "Endpoint", "HttpSource", "TraceBackend", "TraceNot
 ACCEPTED_FORMS = ("jaeger+http://host:16686", "jaeger+https://host", "tempo+http://host:3200",
                   "tempo+https://user:token@host/base-path")
 _REASON_MAX = 300
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class TraceBackend(Protocol):
@@ -108,16 +108,13 @@ def require_trace_id(trace_id: str) -> str:
     return hex_id
 
 
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment  # naive means UTC
-
-
 def epoch_us(moment: datetime) -> int:
-    return (_utc(moment) - _EPOCH) // timedelta(microseconds=1)
+    """Microseconds since the epoch (a time without a zone is UTC)."""
+    return int(utc(moment).value) // 1000
 
 
 def unix_seconds(moment: datetime, *, up: bool = False) -> int:
-    seconds = (_utc(moment) - _EPOCH) / timedelta(seconds=1)
+    seconds = int(utc(moment).value) / 10**9  # int / int: correctly rounded
     return math.ceil(seconds) if up else math.floor(seconds)
 
 

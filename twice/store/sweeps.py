@@ -1,6 +1,7 @@
 """Sweeps in the investigation store: the sweep, its finished chunks, the duplicates it found.
 
-The tables are the store's schema version 2 (`_v2` in twice.store.sqlite and twice.store.postgres).
+The tables are the store's schema version 2 (`SWEEPS` in twice.store.schema), read and written
+through the store's transactions (`Store.transaction`), like every other table.
 Finished chunks are committed in ONE transaction (their groups, the investigations those are
 saved as, and their "done" rows together), so a sweep killed at any moment resumes from a
 consistent state: a chunk is either done with all its groups and investigations, or not done.
@@ -9,13 +10,15 @@ Every row is inserted with ON CONFLICT DO NOTHING, so redoing a chunk never dupl
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from twice.store import Prepared, Store, StoreError, dumps, loads, valid_id
+from twice.store.dialect import loads
+from twice.store.model import valid_id
+from twice.store.prepare import Prepared
+from twice.store.sql import Store, insert_investigation, read_time
 
 
 @dataclass(frozen=True)
@@ -53,69 +56,10 @@ class SweepRecord:
         return self.finished_at is not None
 
 
-class _Conn:
-    """One transaction on either backend, with `?` placeholders and plain Python values."""
-
-    def __init__(self, conn: Any, sqlite: bool) -> None:
-        self.conn = conn
-        self.sqlite = sqlite
-
-    def _value(self, value: Any) -> Any:
-        if isinstance(value, datetime):
-            return value.astimezone(UTC).isoformat(timespec="microseconds") if self.sqlite \
-                else value.astimezone(UTC)
-        if isinstance(value, dict | list):
-            if self.sqlite:
-                return dumps(value)
-            from psycopg.types.json import Jsonb
-            return Jsonb(value)
-        if isinstance(value, bool) and self.sqlite:
-            return int(value)
-        return value
-
-    def insert_investigation(self, p: Prepared) -> None:
-        """As the store's `create` writes it; one that exists already is kept as it is."""
-        if self.sqlite:
-            from twice.store.sqlite import insert_investigation
-        else:
-            from twice.store.postgres import insert_investigation  # type: ignore[assignment]
-        insert_investigation(self.conn, p, if_new=True)
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        if not self.sqlite:
-            sql = sql.replace("?", "%s")
-        cur = self.conn.execute(sql, [self._value(v) for v in params])
-        if cur.description is None:
-            return []
-        return [dict(r) for r in cur.fetchall()]
-
-
-@contextmanager
-def _transaction(store: Store, write: bool = False) -> Iterator[_Conn]:
-    from twice.store.sqlite import SqliteStore
-
-    if isinstance(store, SqliteStore):
-        with store._connect("BEGIN IMMEDIATE" if write else "BEGIN") as conn:
-            yield _Conn(conn, sqlite=True)
-        return
-    from twice.store.postgres import PostgresStore
-
-    if isinstance(store, PostgresStore):
-        with store._connect() as conn:
-            yield _Conn(conn, sqlite=False)
-        return
-    raise StoreError(f"{store!r}: this store does not keep sweeps")
-
-
-def _at(value: Any) -> datetime:
-    at = datetime.fromisoformat(value) if isinstance(value, str) else value
-    return at.astimezone(UTC)
-
-
 def start_sweep(store: Store, sweep_id: str, params: Mapping[str, Any], chunks_total: int,
                 warnings: Sequence[Mapping[str, Any]]) -> bool:
     """Record a new sweep; False when a sweep with this id exists already (a resume)."""
-    with _transaction(store, write=True) as tx:
+    with store.transaction(write=True) as tx:
         if tx.execute("SELECT 1 AS x FROM sweeps WHERE id = ?", [sweep_id]):
             return False
         tx.execute("INSERT INTO sweeps (id, created_at, finished_at, params, chunks_total, "
@@ -126,7 +70,7 @@ def start_sweep(store: Store, sweep_id: str, params: Mapping[str, Any], chunks_t
 
 
 def done_chunks(store: Store, sweep_id: str) -> set[int]:
-    with _transaction(store) as tx:
+    with store.transaction() as tx:
         rows = tx.execute("SELECT chunk FROM sweep_chunks WHERE sweep_id = ?", [sweep_id])
     return {int(r["chunk"]) for r in rows}
 
@@ -148,9 +92,9 @@ def commit_chunks(store: Store, sweep_id: str, chunks: Sequence[ChunkDone],
 
     An investigation is the row `Store.create` writes (twice.store.prepare computes it); one that
     exists already (saved by an earlier run of the same sweep) is kept as it is."""
-    with _transaction(store, write=True) as tx:
+    with store.transaction(write=True) as tx:
         for p in investigations:
-            tx.insert_investigation(p)
+            insert_investigation(tx, p, if_new=True)
         for c in chunks:
             for g in c.groups:
                 tx.execute(
@@ -169,7 +113,7 @@ def commit_chunks(store: Store, sweep_id: str, chunks: Sequence[ChunkDone],
 
 
 def finish_sweep(store: Store, sweep_id: str) -> None:
-    with _transaction(store, write=True) as tx:
+    with store.transaction(write=True) as tx:
         tx.execute("UPDATE sweeps SET finished_at = ? WHERE id = ? AND finished_at IS NULL",
                    [datetime.now(UTC), sweep_id])
 
@@ -183,8 +127,8 @@ _RECORD_SQL = (
 
 def _record(row: Mapping[str, Any]) -> SweepRecord:
     return SweepRecord(
-        id=row["id"], created_at=_at(row["created_at"]),
-        finished_at=_at(row["finished_at"]) if row["finished_at"] is not None else None,
+        id=row["id"], created_at=read_time(row["created_at"]),
+        finished_at=read_time(row["finished_at"]) if row["finished_at"] is not None else None,
         params=loads(row["params"]), chunks_total=int(row["chunks_total"]),
         chunks_done=int(row["chunks_done"]), group_count=int(row["group_count"]),
         warnings=loads(row["warnings"]))
@@ -193,14 +137,14 @@ def _record(row: Mapping[str, Any]) -> SweepRecord:
 def get_sweep(store: Store, sweep_id: str) -> SweepRecord | None:
     if not valid_id(sweep_id):
         return None
-    with _transaction(store) as tx:
+    with store.transaction() as tx:
         rows = tx.execute(f"{_RECORD_SQL} WHERE id = ?", [sweep_id])
     return _record(rows[0]) if rows else None
 
 
 def list_sweeps(store: Store) -> list[SweepRecord]:
     """Newest first."""
-    with _transaction(store) as tx:
+    with store.transaction() as tx:
         rows = tx.execute(f"{_RECORD_SQL} ORDER BY created_at DESC, id")
     return [_record(r) for r in rows]
 
@@ -209,31 +153,17 @@ def sweep_groups(store: Store, sweep_id: str) -> list[SweepGroup]:
     """Oldest first."""
     if not valid_id(sweep_id):
         return []
-    with _transaction(store) as tx:
+    with store.transaction() as tx:
         rows = tx.execute("SELECT * FROM sweep_groups WHERE sweep_id = ? "
                           "ORDER BY first_at, group_id", [sweep_id])
     return [SweepGroup(
         group_id=r["group_id"], chunk=int(r["chunk"]), investigation_id=r["investigation_id"],
-        first_at=_at(r["first_at"]), last_at=_at(r["last_at"]), layer=r["layer"],
+        first_at=read_time(r["first_at"]), last_at=read_time(r["last_at"]), layer=r["layer"],
         confidence=None if r["confidence"] is None else float(r["confidence"]),
         protected=bool(r["protected"]), money_at_risk=loads(r["money_at_risk"]),
         customer=r["customer"], tool_name=r["tool_name"], thread_id=r["thread_id"],
         attempts=int(r["attempts"])) for r in rows]
 
 
-def totals(groups: Sequence[SweepGroup]) -> dict[str, Any]:
-    """Money at risk and group counts, overall and per layer (for the table, JSON and page)."""
-    money: dict[str, int] = {}
-    by_layer: dict[str, dict[str, Any]] = {}
-    for g in groups:
-        layer = by_layer.setdefault(g.layer or "none", {"groups": 0, "money_at_risk": {}})
-        layer["groups"] += 1
-        for currency, amount in g.money_at_risk.items():
-            money[currency] = money.get(currency, 0) + amount
-            layer["money_at_risk"][currency] = layer["money_at_risk"].get(currency, 0) + amount
-    return {"groups": len(groups), "money_at_risk": dict(sorted(money.items())),
-            "by_layer": dict(sorted(by_layer.items()))}
-
-
 __all__ = ["SweepGroup", "SweepRecord", "ChunkDone", "start_sweep", "done_chunks",
-           "commit_chunks", "finish_sweep", "get_sweep", "list_sweeps", "sweep_groups", "totals"]
+           "commit_chunks", "finish_sweep", "get_sweep", "list_sweeps", "sweep_groups"]

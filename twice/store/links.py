@@ -14,6 +14,8 @@ from urllib.parse import urlencode
 
 import pandas as pd
 
+from twice.formats import iso, utc
+
 TABS = ("incidents", "timeline", "gaps", "verdict", "notes", "export")
 CLOCKS = ("aligned", "raw")
 ID_PATTERN = re.compile(r"[A-Za-z0-9_:.#-]{1,128}")
@@ -37,11 +39,7 @@ class ViewState:
         for name in ("t0", "t1"):
             value = getattr(self, name)
             if value is not None:
-                object.__setattr__(self, name, _utc(pd.Timestamp(value)))
-
-
-def _utc(t: pd.Timestamp) -> pd.Timestamp:
-    return t.tz_localize("UTC") if t.tz is None else t.tz_convert("UTC")
+                object.__setattr__(self, name, utc(value))
 
 
 def _one(params: Mapping[str, str | list[str]], name: str) -> str | None:
@@ -64,7 +62,7 @@ def _time(value: str | None) -> pd.Timestamp | None:
         return None
     if t is pd.NaT:
         return None
-    return _utc(t)
+    return utc(t)
 
 
 def from_query(params: Mapping[str, str | list[str]]) -> ViewState:
@@ -85,10 +83,6 @@ def from_query(params: Mapping[str, str | list[str]]) -> ViewState:
     )
 
 
-def _iso(t: pd.Timestamp) -> str:
-    return _utc(t).isoformat().replace("+00:00", "Z")
-
-
 def to_query(state: ViewState) -> dict[str, str]:
     """The query parameters for `state`: only the fields that differ from the defaults."""
     default = ViewState()
@@ -97,7 +91,7 @@ def to_query(state: ViewState) -> dict[str, str]:
         value = getattr(state, f.name)
         if value is None or value == getattr(default, f.name):
             continue
-        out[f.name] = _iso(value) if isinstance(value, pd.Timestamp) else str(value)
+        out[f.name] = iso(value) if isinstance(value, pd.Timestamp) else str(value)
     return out
 
 

@@ -1,0 +1,58 @@
+"""How twice writes times and money: one home for every part (connectors, store, sweep, cli,
+web, lab), so a time reads the same everywhere and an amount is never divided by 100 when its
+currency has no cents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+import pandas as pd
+
+__all__ = ["iso", "minor_unit_exponent", "money", "utc"]
+
+# Amounts are integers in the currency's minor unit (Stripe, PayPal and Adyen agree on the unit,
+# ISO 4217's exponent). Currencies without a minor unit, as Stripe lists them: 500 JPY is 500.
+ZERO_DECIMAL = frozenset({"bif", "clp", "djf", "gnf", "jpy", "kmf", "krw", "mga", "pyg", "rwf",
+                          "ugx", "vnd", "vuv", "xaf", "xof", "xpf"})
+# ... and those with thousandths: 1500 KWD is 1.500
+THREE_DECIMAL = frozenset({"bhd", "jod", "kwd", "omr", "tnd"})
+TimeSpec = Literal["auto", "hours", "minutes", "seconds", "milliseconds", "microseconds",
+                   "nanoseconds"]
+
+
+def utc(value: Any) -> pd.Timestamp:
+    """A time as a UTC timestamp; one without a zone is taken as UTC (as every export here)."""
+    t = pd.Timestamp(value)
+    return t.tz_localize("UTC") if t.tz is None else t.tz_convert("UTC")
+
+
+def iso(value: Any, timespec: TimeSpec = "auto", *, zulu: bool = True) -> str:
+    """ISO 8601 in UTC, `...Z` (or `...+00:00` with zulu=False); `value` is a datetime, a
+    timestamp or a number of unix seconds. `timespec` as for `datetime.isoformat`."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = datetime.fromtimestamp(float(value), UTC)
+    # a datetime stays one (any year; a pandas Timestamp keeps its nanoseconds)
+    at = value if isinstance(value, datetime) else utc(value)
+    at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    text = at.isoformat(timespec=timespec)
+    return text.replace("+00:00", "Z") if zulu else text
+
+
+def minor_unit_exponent(currency: str) -> int:
+    """How many decimals an amount in `currency`'s minor unit has (2 unless listed above)."""
+    code = currency.lower()
+    return 0 if code in ZERO_DECIMAL else 3 if code in THREE_DECIMAL else 2
+
+
+def money(amounts: Mapping[str, int], empty: str = "—") -> str:
+    """Minor-unit amounts per currency, e.g. {"usd": 4900, "jpy": 500} -> "49.00 USD, 500 JPY"."""
+    parts = []
+    for currency, amount in amounts.items():
+        places = minor_unit_exponent(currency)
+        # Decimal: exact for any int64 amount (a float would round past 2**53)
+        parts.append(f"{Decimal(amount).scaleb(-places):,.{places}f} {currency.upper()}")
+    return ", ".join(parts) or empty

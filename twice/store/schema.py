@@ -1,0 +1,121 @@
+"""The store's tables, written once for both databases (`{time}`, `{json}`, ... are the
+dialect's column types, `twice.store.dialect`).
+
+Schema version N is VERSIONS[:N] applied, in order, at open. Version 3 is one more tuple
+appended here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from twice.store.dialect import Dialect
+
+Migration = Callable[[Any], None]  # run on the connection, inside the migrating transaction
+
+SCHEMA_VERSION_TABLE = """CREATE TABLE IF NOT EXISTS schema_version (
+    version INTEGER PRIMARY KEY,
+    applied_at {time} NOT NULL
+)"""
+
+INVESTIGATIONS = (
+    """CREATE TABLE investigations (
+        seq {serial},
+        id TEXT NOT NULL UNIQUE,
+        title TEXT NOT NULL,
+        created_at {time} NOT NULL,        -- SQLite: ISO 8601 UTC, microseconds: sorts as text
+        provider TEXT NOT NULL,
+        group_count INTEGER NOT NULL,
+        worst_layer TEXT,
+        layers TEXT NOT NULL,              -- " step_retry sdk_retry ": the layer filter
+        money_at_risk {json} NOT NULL,     -- {{"usd": 900}}
+        sources {json} NOT NULL,           -- list
+        tags {json} NOT NULL,              -- list
+        warnings {json} NOT NULL,          -- list of {{"source", "detail"}}
+        search_text TEXT NOT NULL          -- lower-case title, tags, ids in the timeline
+    )""",
+    "CREATE INDEX investigations_created ON investigations (created_at DESC, seq DESC)",
+    # the Parquet blob apart, so listing never reads it
+    """CREATE TABLE timelines (
+        investigation_id TEXT PRIMARY KEY
+            REFERENCES investigations (id) ON DELETE CASCADE,
+        parquet {bytes} NOT NULL
+    )""",
+    """CREATE TABLE notes (
+        seq {serial},
+        investigation_id TEXT NOT NULL REFERENCES investigations (id) ON DELETE CASCADE,
+        author TEXT NOT NULL,
+        text TEXT NOT NULL,
+        at {time} NOT NULL,
+        group_id TEXT,
+        duplicate TEXT
+    )""",
+    "CREATE INDEX notes_investigation ON notes (investigation_id, seq)",
+    """CREATE TABLE overrides (
+        seq {serial},
+        investigation_id TEXT NOT NULL REFERENCES investigations (id) ON DELETE CASCADE,
+        group_id TEXT NOT NULL,
+        duplicate TEXT NOT NULL,
+        layer TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        author TEXT NOT NULL,
+        at {time} NOT NULL,
+        confirmed {bool} NOT NULL
+    )""",
+    "CREATE INDEX overrides_investigation ON overrides (investigation_id, seq)",
+)
+
+# Sweeps (twice.sweep): a sweep, its finished chunks, and the duplicate groups it found (each
+# also saved as an investigation, under `investigation_id`).
+SWEEPS = (
+    """CREATE TABLE sweeps (
+        id TEXT PRIMARY KEY,
+        created_at {time} NOT NULL,
+        finished_at {time},
+        params {json} NOT NULL,            -- sources (redacted), window, chunk, options
+        chunks_total INTEGER NOT NULL,
+        warnings {json} NOT NULL           -- list of {{"source", "detail"}}
+    )""",
+    """CREATE TABLE sweep_chunks (
+        sweep_id TEXT NOT NULL REFERENCES sweeps (id) ON DELETE CASCADE,
+        chunk INTEGER NOT NULL,
+        start_at {time} NOT NULL,
+        end_at {time} NOT NULL,
+        group_count INTEGER NOT NULL,
+        done_at {time} NOT NULL,
+        PRIMARY KEY (sweep_id, chunk)
+    )""",
+    """CREATE TABLE sweep_groups (
+        sweep_id TEXT NOT NULL REFERENCES sweeps (id) ON DELETE CASCADE,
+        group_id TEXT NOT NULL,
+        chunk INTEGER NOT NULL,
+        investigation_id TEXT NOT NULL,
+        first_at {time} NOT NULL,
+        last_at {time} NOT NULL,
+        layer TEXT,
+        confidence {float},
+        protected {bool} NOT NULL,
+        money_at_risk {json} NOT NULL,     -- {{"usd": 900}}
+        customer TEXT,
+        tool_name TEXT,
+        thread_id TEXT,
+        attempts INTEGER NOT NULL,
+        PRIMARY KEY (sweep_id, group_id)
+    )""",
+    "CREATE INDEX sweep_groups_first ON sweep_groups (sweep_id, first_at)",
+)
+
+VERSIONS: tuple[tuple[str, ...], ...] = (INVESTIGATIONS, SWEEPS)
+
+
+def migrations(dialect: Dialect, versions: Sequence[Sequence[str]] = VERSIONS
+               ) -> list[Migration]:
+    """One function per schema version, creating its tables in `dialect`."""
+    def migration(statements: Sequence[str]) -> Migration:
+        def apply(conn: Any) -> None:
+            for statement in statements:
+                conn.execute(dialect.ddl(statement))
+        return apply
+
+    return [migration(statements) for statements in versions]

@@ -1,0 +1,237 @@
+"""The one SQL layer: every query the store runs, written once with `?` placeholders, on a
+`Transaction` that a backend (`twice.store.sqlite`, `twice.store.postgres`) opens. The backends
+only connect and migrate; what differs between the databases is in `twice.store.dialect`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+
+from twice.engine import Analysis
+from twice.store.dialect import Dialect, loads
+from twice.store.model import (
+    InvestigationExists,
+    InvestigationNotFound,
+    Note,
+    Override,
+    Snapshot,
+    StoreError,
+    Summary,
+    WarningLike,
+    valid_id,
+)
+from twice.store.prepare import Prepared, prepare, timeline_from_parquet
+from twice.store.schema import SCHEMA_VERSION_TABLE, Migration
+from twice.timeline import empty_timeline
+
+
+class Transaction:
+    """One transaction: `execute` takes `?` placeholders and plain Python values (datetimes,
+    dicts and lists as JSON, booleans) and returns the rows as dicts."""
+
+    def __init__(self, conn: Any, dialect: Dialect) -> None:
+        self.conn = conn  # the driver's connection (a migration runs its DDL on it)
+        self.dialect = dialect
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        cur = self.conn.execute(self.dialect.sql(sql), [self.dialect.write(v) for v in params])
+        if cur.description is None:
+            return []
+        return [dict(r) for r in cur.fetchall()]
+
+    def write(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """A statement that changes rows; returns how many it changed."""
+        cur = self.conn.execute(self.dialect.sql(sql), [self.dialect.write(v) for v in params])
+        return int(cur.rowcount)
+
+    def savepoint(self) -> AbstractContextManager[None]:
+        """A nested transaction: a failed statement inside it leaves the outer one usable."""
+        return self.dialect.savepoint(self.conn)
+
+
+# the investigations columns `summary_from_row` reads
+SUMMARY_COLUMNS = ("id, title, created_at, provider, group_count AS groups, worst_layer, "
+                   "money_at_risk, sources, tags")
+
+
+class Store(ABC):
+    """Saved investigations in a SQL database. A connection per call (Streamlit serves
+    sessions from threads); `transaction()` is the way in for other tables too (sweeps)."""
+
+    name: str  # shown in messages, without any password
+
+    @abstractmethod
+    def transaction(self, write: bool = False) -> AbstractContextManager[Transaction]:
+        """A transaction committed when the block ends (rolled back if it raises); `write`
+        takes the database's write lock at once (SQLite), so two writers queue."""
+
+    def create(self, title: str, timeline: pd.DataFrame, *, provider: str = "stripe",
+               sources: Sequence[str] = (), warnings: Sequence[WarningLike] = (),
+               tags: Sequence[str] = (), id: str | None = None,
+               analysis: Analysis | None = None) -> str:
+        """Save a snapshot; returns its id. `analysis`: `analyze(timeline)` if the caller has it
+        already (saves recomputing it)."""
+        p = prepare(title, timeline, provider=provider, sources=sources, warnings=warnings,
+                    tags=tags, inv_id=id, analysis=analysis)
+        with self.transaction(write=True) as tx:
+            insert_investigation(tx, p)
+        return p.summary.id
+
+    def get(self, inv_id: str, *, timeline: bool = True) -> Snapshot | None:
+        """The investigation, or None. `timeline=False`: all but the timeline (an empty frame in
+        its place), for a caller that holds the timeline already (the web app caches it)."""
+        if not valid_id(inv_id):
+            return None
+        with self.transaction() as tx:  # one read snapshot for the three queries
+            parquet = "parquet" if timeline else "NULL AS parquet"
+            rows = tx.execute(
+                f"SELECT {SUMMARY_COLUMNS}, warnings, {parquet} FROM investigations "
+                "JOIN timelines ON timelines.investigation_id = investigations.id "
+                "WHERE id = ?", [inv_id])
+            if not rows:
+                return None
+            notes = tx.execute("SELECT * FROM notes WHERE investigation_id = ? ORDER BY seq",
+                               [inv_id])
+            overrides = tx.execute(
+                "SELECT * FROM overrides WHERE investigation_id = ? ORDER BY seq", [inv_id])
+        row = rows[0]
+        return Snapshot(summary=summary_from_row(row),
+                        timeline=timeline_from_parquet(bytes(row["parquet"])) if timeline
+                        else empty_timeline(),
+                        notes=[note_from_row(r) for r in notes],
+                        overrides=[override_from_row(r) for r in overrides],
+                        warnings=loads(row["warnings"]))
+
+    def list(self, search: str = "", layer: str | None = None) -> list[Summary]:
+        """Newest first; every word of `search` must be in the title, a tag or an id."""
+        where: list[str] = []
+        params: list[str] = []
+        for term in search.lower().split():
+            where.append("search_text LIKE ? ESCAPE '\\'")
+            params.append(like_pattern(term))
+        if layer:
+            where.append("layers LIKE ? ESCAPE '\\'")
+            params.append(like_pattern(f" {layer} "))  # one layer of `Prepared.layers`
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        with self.transaction() as tx:
+            rows = tx.execute(f"SELECT {SUMMARY_COLUMNS} FROM investigations {clause} "
+                              "ORDER BY created_at DESC, seq DESC", params)
+        return [summary_from_row(r) for r in rows]
+
+    def add_note(self, inv_id: str, note: Note) -> None:
+        self._append(inv_id, "INSERT INTO notes (investigation_id, author, text, at, group_id, "
+                     "duplicate) VALUES (?, ?, ?, ?, ?, ?)",
+                     [note.author, note.text, utc(note.at), note.group_id, note.duplicate])
+
+    def add_override(self, inv_id: str, override: Override) -> None:
+        o = override
+        self._append(inv_id, "INSERT INTO overrides (investigation_id, group_id, duplicate, "
+                     "layer, reason, author, at, confirmed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     [o.group_id, o.duplicate, str(o.layer), o.reason, o.author, utc(o.at),
+                      bool(o.confirmed)])
+
+    def _append(self, inv_id: str, sql: str, values: Sequence[Any]) -> None:
+        # one INSERT: concurrent writers each add their row, nobody rewrites a list
+        if not valid_id(inv_id):
+            raise InvestigationNotFound(f"no investigation {inv_id!r}")
+        with self.transaction(write=True) as tx:
+            try:
+                with tx.savepoint():
+                    tx.execute(sql, [inv_id, *values])
+            except tx.dialect.foreign_key_violation:
+                raise InvestigationNotFound(f"no investigation {inv_id!r}") from None
+
+    def delete(self, inv_id: str) -> None:
+        if not valid_id(inv_id):
+            return
+        with self.transaction(write=True) as tx:
+            tx.execute("DELETE FROM investigations WHERE id = ?", [inv_id])
+
+    def schema_version(self) -> int:
+        with self.transaction() as tx:
+            return current_version(tx)
+
+
+def insert_investigation(tx: Transaction, p: Prepared, *, if_new: bool = False) -> bool:
+    """Write a prepared investigation (its row and its timeline) in the caller's transaction.
+    An id that is taken raises InvestigationExists; with `if_new` nothing is written (False)."""
+    s = p.summary
+    try:
+        with tx.savepoint():  # a taken id is reported as such, the transaction stays usable
+            inserted = tx.write(
+                "INSERT INTO investigations (id, title, created_at, provider, group_count, "
+                "worst_layer, layers, money_at_risk, sources, tags, warnings, search_text) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                + (" ON CONFLICT (id) DO NOTHING" if if_new else ""),
+                [s.id, s.title, s.created_at, s.provider, s.groups, s.worst_layer, p.layers,
+                 s.money_at_risk, s.sources, s.tags, p.warnings, p.search_text])
+    except tx.dialect.unique_violation:
+        raise InvestigationExists(f"an investigation with id {s.id!r} exists") from None
+    if not inserted:
+        return False
+    tx.execute("INSERT INTO timelines (investigation_id, parquet) VALUES (?, ?)",
+               [s.id, p.parquet])
+    return True
+
+
+def migrate(tx: Transaction, migrations: Sequence[Migration], name: str) -> None:
+    """Bring the schema up to len(migrations) in the caller's transaction (which the backend
+    holds exclusively: a second process opening the same new store waits, then finds the work
+    done)."""
+    tx.conn.execute(tx.dialect.ddl(SCHEMA_VERSION_TABLE))
+    current = current_version(tx)
+    if current > len(migrations):
+        raise StoreError(f"{name}: written by a newer twice (schema version {current}, this "
+                         f"one knows {len(migrations)}); upgrade twice")
+    for version in range(current + 1, len(migrations) + 1):
+        migrations[version - 1](tx.conn)
+        tx.execute("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
+                   [version, datetime.now(UTC)])
+
+
+def current_version(tx: Transaction) -> int:
+    rows = tx.execute("SELECT coalesce(max(version), 0) AS v FROM schema_version")
+    return int(rows[0]["v"]) if rows else 0
+
+
+def utc(at: datetime) -> datetime:
+    if at.tzinfo is None:
+        raise ValueError("note/override times must be timezone-aware (UTC)")
+    return at.astimezone(UTC)
+
+
+def like_pattern(term: str) -> str:
+    """A LIKE pattern matching `term` anywhere; ids are full of `_`, so escape it (with `\\`)."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def read_time(value: Any) -> datetime:
+    """A time column: ISO text (SQLite) or a datetime (PostgreSQL), in UTC."""
+    at = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return at.astimezone(UTC)
+
+
+def summary_from_row(row: Mapping[str, Any]) -> Summary:
+    return Summary(id=row["id"], title=row["title"], created_at=read_time(row["created_at"]),
+                   provider=row["provider"], groups=int(row["groups"]),
+                   worst_layer=row["worst_layer"], money_at_risk=loads(row["money_at_risk"]),
+                   sources=loads(row["sources"]), tags=loads(row["tags"]))
+
+
+def note_from_row(row: Mapping[str, Any]) -> Note:
+    return Note(author=row["author"], text=row["text"], at=read_time(row["at"]),
+                group_id=row["group_id"], duplicate=row["duplicate"])
+
+
+def override_from_row(row: Mapping[str, Any]) -> Override:
+    return Override(group_id=row["group_id"], duplicate=row["duplicate"], layer=row["layer"],
+                    reason=row["reason"], author=row["author"], at=read_time(row["at"]),
+                    confirmed=bool(row["confirmed"]))
+
