@@ -37,11 +37,6 @@ OWNED = {"streamlit": "web", "click": "cli"}
 CORE_FORBIDDEN = {"streamlit", "stripe", "psycopg", "langgraph", "duckdb", "click", "rich"}
 # the top-level names the repository's folders link to: importing them would load a second copy
 LINK_NAMES = {"app", "connectors", "lab"}
-# imports the move into twice/ kept as they were; the command tree and the sweep links undo them
-PENDING = {
-    "twice/cli/root.py (cli) imports twice.lab.__main__ (lab)",
-    "twice/lab/accuracy.py (lab) imports twice.cli.root (cli)",
-}
 
 
 def package_of(path: Path) -> str:
@@ -114,7 +109,7 @@ def test_every_package_is_in_the_table() -> None:
 @pytest.mark.parametrize("package", sorted(ALLOWED))
 def test_dependencies_point_inward(package: str) -> None:
     bad = [v for p in sources() if package_of(p) == package for v in violations(p)]
-    assert [v for v in bad if v not in PENDING] == []
+    assert bad == []
 
 
 def test_nothing_imports_the_linked_folders() -> None:

@@ -104,6 +104,17 @@ def test_progress_counts_drills_and_their_best_scores(tmp_path: Path) -> None:
         store.record("ana", "L1-4", "none", "nothing", 3)
 
 
+def test_twice_drill_progress_prints_the_scores_per_level(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "d.sqlite3"
+    DrillStore(path).record("ana", "L2-9", "step_retry", "derived_key", 2)
+    assert twice_main(["drill", "progress", "--trainee", "ana", "--store", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "Progress of ana" in out
+    level_two = next(line for line in out.splitlines() if line.strip("│ ").startswith("2 "))
+    assert "2/2" in level_two and "1" in level_two
+
+
 def test_concurrent_answers_are_all_kept(tmp_path: Path) -> None:
     path = tmp_path / "d.sqlite3"
 

@@ -4,7 +4,7 @@ on the clean scenarios (the samples' seed), against floors.
 
 The field floors are what the engine must reach; it does not yet, so that test is an expected
 failure until the engine work lands (issue 11). The clean floor holds today. docs/accuracy.md
-explains the measures; `python -m twice.lab eval` prints the same numbers for any seed range.
+explains the measures; `twice lab eval` prints the same numbers for any seed range.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from twice.cli.lab import analyze_folder
 from twice.lab import accuracy
 
 # correct layer on the 15 duplicate incidents, honest measure: at most one miss (one of them, a
@@ -31,12 +32,12 @@ CLEAN_SPECS = accuracy.clean_specs()  # every clean scenario (samples and new co
 
 @pytest.fixture(scope="module")
 def field_run() -> dict[str, Any]:
-    return accuracy.run(FIELD_SPECS)
+    return accuracy.run(FIELD_SPECS, analyze_folder)
 
 
 @pytest.fixture(scope="module")
 def clean_run() -> dict[str, Any]:
-    return accuracy.run(CLEAN_SPECS)
+    return accuracy.run(CLEAN_SPECS, analyze_folder)
 
 
 def test_every_field_incident_is_generated_and_scored(field_run: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@
     twice drill --level 2                       # a new drill at level 2, answered interactively
     twice drill --drill L2-4711                 # the same drill a colleague shared
     twice drill --drill L2-4711 --answer step_retry --fix derived_key   # non-interactive
+    twice drill progress                        # the trainee's scores per level
 
 Prints the customer's requests, the gaps and the agent's records (no verdicts), asks for the
 layer and the fix (numbered choices), prints the grade and the explanation, records the score
@@ -11,42 +12,29 @@ and prints the trainee's progress.
 
 from __future__ import annotations
 
-import argparse
 import getpass
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import click
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
 from twice import drills
+from twice.cli.options import EXIT_BAD_INPUT, EXIT_OK, bad_input_ends_the_command, run
 from twice.drills.store import DrillStore
 from twice.store import StoreError
 from twice.verdict import fmt_gap
 
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="twice drill", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--trainee", default=None, help="whose progress (default: your user name)")
-    p.add_argument("--level", type=int, default=1, choices=sorted(drills.CURRICULUM))
-    which = p.add_mutually_exclusive_group()
-    which.add_argument("--seed", type=int, default=None, help="the drill's seed (random if unset)")
-    which.add_argument("--drill", default=None, metavar="ID", help="a drill id, e.g. L2-4711")
-    p.add_argument("--answer", default=None, metavar="LAYER",
-                   help=f"the layer: {', '.join(drills.LAYER_CHOICES)} (or its number)")
-    p.add_argument("--fix", default=None, metavar="FIX",
-                   help=f"the fix: {', '.join(drills.FIX_CHOICES)} (or its number)")
-    p.add_argument("--cache", type=Path, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--store", default=None, help="the scores file (default: drills.sqlite3 in "
-                                                  "the data dir, or $TWICE_DRILL_STORE)")
-    return p
+trainee_option = click.option("--trainee", default=None,
+                              help="whose progress (default: your user name)")
+scores_option = click.option("--store", "scores", default=None,
+                             help="the scores file (default: drills.sqlite3 in the data dir, "
+                                  "or $TWICE_DRILL_STORE)")
 
 
 def _cell(value: object) -> str:
@@ -123,35 +111,79 @@ def show_progress(console: Console, store: DrillStore, trainee: str) -> None:
     console.print(table)
 
 
-def main(argv: Sequence[str] | None = None, *, read: Callable[[str], str] = input,
-         console: Console | None = None) -> int:
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    console = console or Console()
-    trainee = args.trainee or getpass.getuser() or "anonymous"
-    try:
-        drill = (drills.parse_id(args.drill) if args.drill
-                 else drills.new_drill(args.level, args.seed))
-        layer = drills.parse_choice(args.answer, drills.LAYER_CHOICES) if args.answer else None
-        fix = drills.parse_choice(args.fix, drills.FIX_CHOICES) if args.fix else None
-        store = DrillStore(args.store)
-    except (ValueError, StoreError) as exc:
-        print(f"twice drill: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+DRILL_HELP = """Practise on a lab incident with the verdict hidden.
+
+\b
+    twice drill --level 2            a new drill at level 2, answered interactively
+    twice drill --drill L2-4711      the same drill a colleague shared
+    twice drill --drill L2-4711 --answer step_retry --fix derived_key
+    twice drill progress             the trainee's scores per level
+"""
+
+
+@click.group("drill", invoke_without_command=True, help=DRILL_HELP,
+             short_help="practise on a lab incident with the verdict hidden: `twice drill "
+                        "--level 2`, `twice drill --drill L2-4711`")
+@trainee_option
+@click.option("--level", type=click.IntRange(min(drills.CURRICULUM), max(drills.CURRICULUM)),
+              default=1, show_default=True)
+@click.option("--seed", type=int, default=None, help="the drill's seed (random if unset)")
+@click.option("--drill", "drill_id", default=None, metavar="ID", help="a drill id, e.g. L2-4711")
+@click.option("--answer", default=None, metavar="LAYER",
+              help=f"the layer: {', '.join(drills.LAYER_CHOICES)} (or its number)")
+@click.option("--fix", default=None, metavar="FIX",
+              help=f"the fix: {', '.join(drills.FIX_CHOICES)} (or its number)")
+@click.option("--cache", type=click.Path(path_type=Path), default=None, hidden=True)
+@scores_option
+@click.pass_context
+# a bad id or answer, an unreadable scores file, a drill the lab could not generate
+@bad_input_ends_the_command("twice drill", (ValueError, StoreError, RuntimeError))
+def drill_group(ctx: click.Context, trainee: str | None, level: int, seed: int | None,
+                drill_id: str | None, answer: str | None, fix: str | None, cache: Path | None,
+                scores: str | None) -> int:
+    if ctx.invoked_subcommand is not None:
+        return EXIT_OK
+    if seed is not None and drill_id is not None:
+        raise click.UsageError("give --seed or --drill, not both")
+    obj: dict[str, Any] = ctx.obj or {}
+    read: Callable[[str], str] = obj.get("read", input)
+    console: Console = obj.get("console") or Console()
+    who = trainee or getpass.getuser() or "anonymous"
+    drill = drills.parse_id(drill_id) if drill_id else drills.new_drill(level, seed)
+    layer = drills.parse_choice(answer, drills.LAYER_CHOICES) if answer else None
+    chosen_fix = drills.parse_choice(fix, drills.FIX_CHOICES) if fix else None
+    store = DrillStore(scores)
     with console.status(f"Preparing drill {drill.id}…"):
-        folder = drills.generate(drill, args.cache)
+        folder = drills.generate(drill, cache)
         q = drills.question(drill, folder)
     show_question(console, q)
     console.print(f"\nShare this drill: twice drill --drill {drill.id}")
     try:
         layer = layer or _ask(console, "Layer", drills.LAYER_CHOICES, read)
-        fix = fix or _ask(console, "Fix", drills.FIX_CHOICES, read)
+        chosen_fix = chosen_fix or _ask(console, "Fix", drills.FIX_CHOICES, read)
     except (EOFError, KeyboardInterrupt):
         print("\ntwice drill: no answer given (use --answer and --fix when not interactive)",
               file=sys.stderr)
         return EXIT_BAD_INPUT
-    g = drills.grade(drill, folder, layer, fix)
+    g = drills.grade(drill, folder, layer, chosen_fix)
     show_result(console, g, drills.explain(drill, folder))
-    store.record(trainee, drill.id, layer, fix, g.score, datetime.now(UTC))
+    store.record(who, drill.id, layer, chosen_fix, g.score, datetime.now(UTC))
     console.print()
-    show_progress(console, store, trainee)
+    show_progress(console, store, who)
     return EXIT_OK
+
+
+@drill_group.command("progress")
+@trainee_option
+@scores_option
+@bad_input_ends_the_command("twice drill", (StoreError,))
+def progress_command(trainee: str | None, scores: str | None) -> int:
+    """The trainee's drills and best scores per level."""
+    show_progress(Console(), DrillStore(scores), trainee or getpass.getuser() or "anonymous")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None, *, read: Callable[[str], str] = input,
+         console: Console | None = None) -> int:
+    """`twice drill ...` with the answers read by `read` and the drill shown on `console`."""
+    return run(drill_group, argv, "twice drill", obj={"read": read, "console": console})

@@ -5,8 +5,9 @@ measures and the seed ranges.
 `python -m twice.lab eval --seeds N [--start S] [--realism clean|field] [--out [PATH]] [--keep DIR]`
 
 - each incident is generated in a fresh subprocess (time-machine and moto are process-wide), at
-  most `--jobs` (<= 2) at a time; the analysis runs in this process through `twice.cli`, the
-  command line's own code path, one at a time, timing the engine (`twice.engine.analyze`) alone;
+  most `--jobs` (<= 2) at a time; the analysis runs in this process through the command line's
+  own code path (`twice.cli.lab.analyze_folder`, passed in as `analyze`), one at a time, timing
+  the engine (`twice.engine.analyze`) alone;
 - the incident's group: every group with an attempt whose `request_id` (or `attempt_id`) is one
   of truth.json's `request_ids`; its reported layer: the layer of its first unprotected duplicate
   (of its first duplicate when all are protected); none reported: `missed`;
@@ -19,9 +20,6 @@ measures and the seed ranges.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import io
 import json
 import os
 import shutil
@@ -29,7 +27,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -38,7 +35,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from unittest.mock import patch
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "accuracy.json"
@@ -132,41 +128,10 @@ def generate_in_subprocess(spec: Spec, out: Path, timeout: float = 900) -> dict[
     return info
 
 
-_ANALYSIS_LOCK = threading.Lock()
-
-
-def analyze_folder(folder: Path) -> tuple[dict[str, Any], float, float | None]:
-    """`twice analyze FOLDER --format json` in this process: (report, wall s, engine s).
-
-    The engine's own time is measured by wrapping the `analyze` the command line calls (None if
-    the command line no longer calls it by that name)."""
-    import twice.cli.root as cli
-
-    engine_s: list[float] = []
-    target: Any = cli if hasattr(cli, "analyze") else None
-    timing: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
-    if target is not None:
-        real_analyze = target.analyze
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return real_analyze(*args, **kwargs)
-            finally:
-                engine_s.append(time.perf_counter() - started)
-
-        timing = patch.object(target, "analyze", timed)
-    buffer = io.BytesIO()
-    stdout = io.TextIOWrapper(buffer, encoding="utf-8")
-    with _ANALYSIS_LOCK, timing, contextlib.redirect_stdout(stdout):
-        started = time.perf_counter()
-        code = cli.main(["analyze", str(folder), "--format", "json"])
-        wall = time.perf_counter() - started
-        stdout.flush()
-    if code != 0:
-        raise RuntimeError(f"twice analyze {folder} exited {code}")
-    report: dict[str, Any] = json.loads(buffer.getvalue())
-    return report, wall, sum(engine_s) if engine_s else None
+# The analysis of one incident folder: (the `twice analyze --format json` report, wall s, engine
+# s or None). The command line passes its own (`twice.cli.lab.analyze_folder`), so what is
+# measured is the command's whole path.
+Analyze = Callable[[Path], tuple[dict[str, Any], float, float | None]]
 
 
 # ---------------------------------------------------------------------------- scoring
@@ -250,13 +215,13 @@ def false_duplicates(truth: dict[str, Any], report: dict[str, Any]) -> list[dict
 # ---------------------------------------------------------------------------- one incident
 
 
-def evaluate(spec: Spec, root: Path) -> dict[str, Any]:
+def evaluate(spec: Spec, root: Path, analyze: Analyze) -> dict[str, Any]:
     folder = root / spec.label
     result: dict[str, Any] = {"seed": spec.seed, "realism": spec.realism, "folder": str(folder)}
     try:
         info = generate_in_subprocess(spec, folder)
         truth = json.loads((folder / "truth.json").read_text())
-        report, analysis_s, engine_s = analyze_folder(folder)
+        report, analysis_s, engine_s = analyze(folder)
     except Exception as error:  # noqa: BLE001 - one failed incident must not end the run
         result["error"] = f"{type(error).__name__}: {error}"[:3000]
         return result
@@ -289,7 +254,8 @@ def _variant_summary(truth: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- the run
 
 
-def run(specs: Iterable[Spec], *, jobs: int = MAX_JOBS, keep: Path | None = None,
+def run(specs: Iterable[Spec], analyze: Analyze, *, jobs: int = MAX_JOBS,
+        keep: Path | None = None,
         progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     specs = list(specs)
     jobs = max(1, min(jobs, MAX_JOBS))
@@ -298,7 +264,7 @@ def run(specs: Iterable[Spec], *, jobs: int = MAX_JOBS, keep: Path | None = None
     started = time.perf_counter()
     try:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(evaluate, s, root) for s in specs]
+            futures = [pool.submit(evaluate, s, root, analyze) for s in specs]
             results = []
             for future in futures:
                 result = future.result()
@@ -459,26 +425,6 @@ def render(summary: dict[str, Any], title: str = "") -> str:
 # ---------------------------------------------------------------------------- command line
 
 
-def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seeds", type=int, default=None, help="how many incidents")
-    parser.add_argument("--ci", action="store_true",
-                        help="the CI gate's 20 field incidents (tests/lab/test_accuracy.py)")
-    parser.add_argument("--start", type=int, default=None,
-                        help=f"first seed (default: field {DEV_SEEDS.start}, the DEV range; "
-                             f"clean {CLEAN_SEED})")
-    parser.add_argument("--realism", choices=("clean", "field"), default="field")
-    parser.add_argument("--out", nargs="?", const=str(DEFAULT_OUT), default=None, metavar="PATH",
-                        help="write the JSON results here (bare --out: "
-                             "benchmarks/results/accuracy.json; default: a temporary file)")
-    parser.add_argument("--label", default=None,
-                        help="the name of this run in the results file (default: realism and "
-                             "seed range)")
-    parser.add_argument("--keep", default=None, metavar="DIR",
-                        help="keep the generated incident folders under DIR")
-    parser.add_argument("--jobs", type=int, default=MAX_JOBS, help="incidents generated at "
-                                                                   "once (at most 2)")
-
-
 def ci_specs() -> list[Spec]:
     return [Spec("field", seed, name) for seed, name in zip(CI_SEEDS, CI_SCENARIOS, strict=True)]
 
@@ -501,18 +447,21 @@ def specs_for(realism: str, count: int, start: int | None) -> list[Spec]:
     return [Spec(realism, s) for s in range(first, first + count)]
 
 
-def run_eval(args: argparse.Namespace) -> int:
-    if args.ci:
+def run_eval(analyze: Analyze, *, seeds: int | None, ci: bool = False, start: int | None = None,
+             realism: str = "field", out: str | None = None, label: str | None = None,
+             keep: str | None = None, jobs: int = MAX_JOBS) -> int:
+    """`twice lab eval`: generate, analyse and score; print the summary, write the results."""
+    if ci:
         specs = ci_specs()
-        label = args.label or f"field:ci:{CI_SEEDS.start}-{CI_SEEDS.stop - 1}"
-    elif args.seeds is None:
+        label = label or f"field:ci:{CI_SEEDS.start}-{CI_SEEDS.stop - 1}"
+    elif seeds is None:
         print("twice lab eval: give --seeds N (or --ci)", file=sys.stderr)
         return 2
     else:
-        specs = specs_for(args.realism, args.seeds, args.start)
+        specs = specs_for(realism, seeds, start)
         first, last = specs[0].seed, specs[-1].seed
-        label = args.label or (f"{args.realism}:{first}-{last}" if first != last
-                               else f"{args.realism}:scenarios@{first}")
+        label = label or (f"{realism}:{first}-{last}" if first != last
+                          else f"{realism}:scenarios@{first}")
 
     def progress(r: dict[str, Any]) -> None:
         if "error" in r:
@@ -523,17 +472,17 @@ def run_eval(args: argparse.Namespace) -> int:
               f"reported {r['reported_layer']:<17} {mark:<5} false {len(r['false_duplicates'])}"
               f"  gen {r['time']['generation_s']:.1f}s", file=sys.stderr)
 
-    result = run(specs, jobs=args.jobs, keep=Path(args.keep) if args.keep else None,
+    result = run(specs, analyze, jobs=jobs, keep=Path(keep) if keep else None,
                  progress=progress)
-    result["summary"].update(label=label, realism=specs[0].realism if specs else args.realism,
+    result["summary"].update(label=label, realism=specs[0].realism if specs else realism,
                              seeds=[s.seed for s in specs],
                              generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
                              engine_commit=_git("HEAD"), engine_tree=_git("HEAD:twice"))
     print(render(result["summary"], f"{label} ({len(specs)} incidents)"))
-    out = Path(args.out) if args.out else Path(tempfile.gettempdir()) / (
+    path = Path(out) if out else Path(tempfile.gettempdir()) / (
         f"twice-accuracy-{label.replace(':', '-')}.json")
-    write_results(out, label, result)
-    print(f"\nresults: {out}")
+    write_results(path, label, result)
+    print(f"\nresults: {path}")
     return 0
 
 

@@ -52,3 +52,11 @@ def document(record: SweepRecord, groups: Sequence[SweepGroup], base_url: str) -
         "totals": totals(groups),
         "warnings": record.warnings,
     }
+
+
+def listing(sweeps: Sequence[SweepRecord]) -> list[dict[str, Any]]:
+    """`twice sweep --list --format json`: one entry per stored sweep."""
+    return [{"id": s.id, "created_at": iso(s.created_at), "finished": s.finished,
+             "chunks_done": s.chunks_done, "chunks_total": s.chunks_total,
+             "groups": s.group_count, "since": s.params["since"],
+             "until": s.params["until"]} for s in sweeps]

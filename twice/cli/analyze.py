@@ -1,0 +1,55 @@
+"""`twice analyze`: the engine on exported evidence, as a table or the JSON contract."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+import orjson
+
+from twice.cli.options import (
+    EXIT_OK,
+    bad_input_ends_the_command,
+    engine,
+    engine_options,
+    evidence,
+    evidence_options,
+    format_option,
+)
+from twice.connectors import registry
+from twice.connectors.base import redact
+from twice.engine import Analysis, analyze
+from twice.report import to_contract
+
+
+@click.command("analyze", short_help="analyse exported evidence of an incident")
+@evidence_options
+@format_option
+@engine_options
+@bad_input_ends_the_command()
+def analyze_command(paths: Sequence[str], request_log_map: str | None,
+                    tool_attribute: str | None, fmt: str, provider: str, bands: str,
+                    window: str, **flags: Sequence[str]) -> int:
+    """Analyse exported evidence of an incident: folders or files (twice recognises the
+    formats it reads), or --<source> flags."""
+    options = engine(provider, bands, window)
+    sources, notes = evidence(paths, flags, request_log_map, tool_attribute)
+    loaded = registry.load_all(sources)
+    analysis = analyze(loaded.rows, loaded.warnings, options)
+    emit(analysis, fmt, [(n, redact(str(t))) for n, t, _ in sources], notes)
+    return EXIT_OK
+
+
+def emit(analysis: Analysis, fmt: str, sources: list[tuple[str, str]], notes: list[str],
+         extra: dict[str, Any] | None = None) -> None:
+    """The analysis on stdout: the JSON contract (with `extra` fields), or the table."""
+    if fmt == "json":
+        doc = {**to_contract(analysis), **(extra or {})}
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+        sys.stdout.write("\n")
+    else:
+        from twice.cli.table import render
+
+        render(analysis, sources=sources, notes=notes)

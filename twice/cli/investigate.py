@@ -1,0 +1,90 @@
+"""`twice investigate`: start from a customer, payment intent or charge and a time, and pull
+the evidence live (provider events, the threads behind them, their traces)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import click
+
+from twice.cli.analyze import emit
+from twice.cli.options import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    bad_input_ends_the_command,
+    duration,
+    format_option,
+    utc_time,
+)
+from twice.connectors.base import SourceError, redact
+from twice.engine import analyze
+
+
+@click.command("investigate", short_help="pull the evidence live for a customer, payment "
+               "intent or charge")
+@click.option("--customer", metavar="cus_...")
+@click.option("--payment-intent", metavar="pi_...")
+@click.option("--charge", metavar="ch_...")
+@click.option("--around", required=True, metavar="TIME",
+              help="when it happened, ISO-8601 (UTC if no zone), e.g. 2024-06-03T14:21Z")
+@click.option("--window", default="2h",
+              help="how much time around --around to search (default 2h: 1h either side)")
+@click.option("--stripe-key-env", default="STRIPE_API_KEY", metavar="NAME",
+              help="environment variable holding a Stripe key (a restricted key with read "
+                   "access to Events is enough); default STRIPE_API_KEY")
+@click.option("--stripe-base-url", default=None, hidden=True)
+@click.option("--checkpoints", default=None, metavar="DSN",
+              help="LangGraph checkpoints: a postgresql:// DSN (read-only) or a SqliteSaver file")
+@click.option("--traces", default=None, metavar="URL",
+              help="trace backend: jaeger+http://host:16686 or tempo+http://host:3200")
+@click.option("--out", type=click.Path(path_type=Path), default=None, metavar="DIR",
+              help="save what was fetched as an incident folder `twice analyze` reads")
+@format_option
+@bad_input_ends_the_command()
+def investigate_command(customer: str | None, payment_intent: str | None, charge: str | None,
+                        around: str, window: str, stripe_key_env: str,
+                        stripe_base_url: str | None, checkpoints: str | None,
+                        traces: str | None, out: Path | None, fmt: str) -> int:
+    """Pull the evidence live: provider events for a customer, payment intent or charge, the
+    threads behind them, their traces."""
+    from twice.connectors.live.investigate import Request, investigate, save_folder
+
+    subjects = [s for s in (customer, payment_intent, charge) if s is not None]
+    if len(subjects) != 1:
+        raise click.UsageError("give exactly one of --customer, --payment-intent, --charge")
+    key = os.environ.get(stripe_key_env, "")
+    if not key:
+        raise SourceError("command line", f"environment variable {stripe_key_env} holds "
+                                          "no Stripe key (set it, or name another with "
+                                          "--stripe-key-env)")
+    try:
+        when = utc_time(around, "--around")
+        span = duration(window)
+    except (SourceError, ValueError):
+        raise SourceError("command line", "--around takes an ISO-8601 time like "
+                                          "2024-06-03T14:21Z and --window a duration like "
+                                          "2h") from None
+    assert when is not None
+    req = Request(subject=subjects[0], around=when.to_pydatetime(),
+                  window=timedelta(seconds=span), stripe_key=key,
+                  stripe_base_url=stripe_base_url, checkpoints=checkpoints, traces=traces)
+    result = investigate(req, progress=lambda msg: print(msg, file=sys.stderr))
+    if out is not None:
+        for path in save_folder(req, result, out):
+            print(f"saved {path}", file=sys.stderr)
+    analysis = analyze(result.rows, result.warnings)
+    sources = [("stripe_api", req.subject)]
+    if req.checkpoints:
+        sources.append(("checkpoints", redact(req.checkpoints)))
+    if req.traces:
+        sources.append(("traces", redact(req.traces)))
+    notes = [f"PARTIAL: {e}" for e in result.errors]
+    emit(analysis, fmt, sources, notes,
+         {"partial": result.partial, "errors": result.errors,
+          "thread_ids": result.thread_ids, "trace_ids": result.trace_ids})
+    for error in result.errors:
+        print(f"twice: {error}", file=sys.stderr)
+    return EXIT_BAD_INPUT if result.partial else EXIT_OK

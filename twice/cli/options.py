@@ -1,0 +1,197 @@
+"""What the commands share: the evidence options, the engine's options, --format, parsing of
+durations and times, and how bad input ends a command (one message naming the source, exit 2,
+no traceback).
+
+Each option is declared once here; a command takes the ones it needs as decorators.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import pandas as pd
+
+from twice.connectors import registry
+from twice.connectors.base import SourceError, UnknownConnectorError, redact
+from twice.connectors.provider import request_log
+from twice.engine import Options
+from twice.formats import utc
+from twice.layers import KEY_RETENTION, Bands
+from twice.store import StoreError
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+
+SOURCE_FLAGS = {
+    "stripe_events": "Stripe Event objects: GET /v1/events JSON, a JSON array, or JSON lines",
+    "stripe_logs": "`stripe logs tail --format JSON` output",
+    "request_log": "a provider request log (CSV or JSON lines); see --request-log-map",
+    "checkpoints": "LangGraph checkpoints: a SqliteSaver file or a postgresql:// DSN",
+    "spans": "spans: OTLP JSON (one object or JSON lines) or Jaeger JSON",
+    "sqs": "SQS receive_message results (JSON lines)",
+}
+# what a source that cannot be read raises: said in one line, never a traceback
+BAD_INPUT = (SourceError, UnknownConnectorError, StoreError)
+
+Source = tuple[str, str | Path, dict[str, Any]]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    def apply(fn: F) -> F:
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+    return apply
+
+
+def evidence_options(fn: F) -> F:
+    """Folders, files and DSNs (recognised by their content), the --<source> flags that say
+    what a file is, and the options two connectors take."""
+    flags = [click.option(f"--{name.replace('_', '-')}", name, multiple=True, metavar="PATH",
+                          help=doc) for name, doc in SOURCE_FLAGS.items()]
+    return _stack(
+        click.argument("paths", nargs=-1),
+        *flags,
+        click.option("--request-log-map", default=None, metavar="MAP",
+                     help="column mapping for --request-log, e.g. 'request_id=Request ID,"
+                          "created=Date,idempotency_key=Idempotency key'"),
+        click.option("--tool-attribute", default=None, metavar="ATTR",
+                     help="a span attribute that marks tool spans and holds the tool call id"),
+    )(fn)
+
+
+def engine_options(fn: F) -> F:
+    """Key retention, band edges and the fallback grouping window of the engine."""
+    return _stack(
+        click.option("--provider", type=click.Choice(sorted(KEY_RETENTION)), default="stripe",
+                     help="whose idempotency-key retention bounds the bands (default stripe)"),
+        click.option("--bands", default="10s,2m", metavar="SECONDS,TENS",
+                     help="upper edges of the seconds and tens-of-seconds bands "
+                          "(default 10s,2m)"),
+        click.option("--window", default="15m",
+                     help="same customer + amount inside this window is one logical call when "
+                          "nothing else links the attempts (default 15m)"),
+    )(fn)
+
+
+format_option = click.option("--format", "fmt", type=click.Choice(["table", "json"]),
+                             default="table", help="table (default) or the JSON contract")
+
+
+def bad_input_ends_the_command(prefix: str = "twice",
+                               errors: tuple[type[Exception], ...] = BAD_INPUT
+                               ) -> Callable[[F], F]:
+    """A command that meets bad input says so in one line on stderr and exits 2."""
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except errors as exc:
+                print(f"{prefix}: {redact(str(exc))}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+        return command  # type: ignore[return-value]
+    return wrap
+
+
+def duration(text: str) -> float:
+    """Seconds in `10s`, `2m`, `1h`, `1d` or a bare number of seconds; ValueError otherwise."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    text = text.strip().lower()
+    if text and text[-1] in units:
+        return float(text[:-1]) * units[text[-1]]
+    return float(text)
+
+
+def engine(provider: str, bands: str, window: str) -> Options:
+    try:
+        seconds, tens = (duration(x) for x in bands.split(","))
+        window_s = duration(window)
+    except ValueError:
+        raise SourceError("command line", "--bands takes two durations like 10s,2m and "
+                                          "--window one like 15m") from None
+    return Options(bands=Bands(seconds=seconds, tens_of_seconds=tens,
+                               retention=KEY_RETENTION[provider]), window_s=window_s)
+
+
+def utc_time(text: str | None, flag: str, example: str = "2025-03-01T00:00Z"
+             ) -> pd.Timestamp | None:
+    """An ISO-8601 time (UTC if it names no zone), or None when not given."""
+    if text is None:
+        return None
+    try:
+        return utc(text)
+    except ValueError:
+        raise SourceError("command line", f"{flag} takes an ISO-8601 time like "
+                                          f"{example}") from None
+
+
+def evidence(paths: Sequence[str], flags: dict[str, Sequence[str]],
+             request_log_map: str | None, tool_attribute: str | None
+             ) -> tuple[list[Source], list[str]]:
+    """(connector, target, options) for everything given, and notes on files skipped."""
+    notes: list[str] = []
+    out: list[Source] = []
+
+    def options(name: str) -> dict[str, Any]:
+        if name == "request_log" and request_log_map:
+            return {"mapping": request_log.parse_mapping(request_log_map)}
+        if name == "spans" and tool_attribute:
+            return {"tool_attribute": tool_attribute}
+        return {}
+
+    for name in SOURCE_FLAGS:
+        for target in flags.get(name, ()):
+            out.append((name, target, options(name)))
+    for given in paths:
+        dsn = _dsn(given)
+        path = Path(given)
+        if dsn is not None:
+            out.append(("checkpoints", dsn, {}))
+        elif path.is_dir():
+            found, skipped = registry.scan_folder(path)
+            if not found:
+                raise SourceError(str(path), "no evidence file twice recognises in this folder")
+            out.extend((name, p, options(name)) for name, p in found)
+            notes.extend(f"{p}: not a format twice reads; skipped" for p in skipped)
+        elif path.is_file():
+            detected = registry.detect(path)
+            if detected is None:
+                raise SourceError(str(path), "not a format twice reads (use a --<source> flag "
+                                             "to say what it is)")
+            out.append((detected, path, options(detected)))
+        else:
+            raise SourceError(redact(str(path)), "no such file or folder")
+    if not out:
+        raise SourceError("command line", "no evidence given: pass a folder, files or --<source>")
+    return out, notes
+
+
+def _dsn(given: str) -> str | None:
+    """A PostgreSQL DSN given where paths go (spelled with a folded `:/` too, as a path
+    would have it)."""
+    match = re.fullmatch(r"(postgres(?:ql)?):/+(.+)", given)
+    return f"{match[1]}://{match[2]}" if match else None
+
+
+def run(command: click.Command, argv: Sequence[str] | None, prog_name: str,
+        obj: Any = None) -> int:
+    """Run `command` on `argv` (the process's own when None) and return its exit code; a
+    command line it cannot parse prints click's usage message and exits 2."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = command.main(args=args, prog_name=prog_name, standalone_mode=False, obj=obj)
+    except click.ClickException as exc:
+        exc.show()
+        raise SystemExit(exc.exit_code) from None
+    except click.Abort:
+        print("Aborted!", file=sys.stderr)
+        raise SystemExit(1) from None
+    return int(code or 0)
