@@ -25,6 +25,7 @@ from tests.connectors.fuzz_inputs import (
     truncations,
 )
 from tests.connectors.fuzz_summary import check, fuzz_settings
+from twice.connectors._parsing import DETAIL_MAX
 from twice.connectors.base import LoadResult
 from twice.connectors.provider import request_log, stripe_events, stripe_logs
 from twice.engine import analyze
@@ -203,7 +204,7 @@ def test_ten_megabyte_fields(tmp_path: Path) -> None:
     path = _write(tmp_path, "events.json", orjson.dumps(event))
     result = check("stripe_events", lambda: stripe_events.load(path), source=str(path))
     assert isinstance(result, LoadResult) and len(result.rows) == 1
-    assert len(result.rows["detail"][0]) <= stripe_events.DETAIL_MAX
+    assert len(result.rows["detail"][0]) <= DETAIL_MAX
 
     line = {**LOG_LINES[0], "url": "/v1/" + TEN_MB, "error": {"message": TEN_MB}}
     path = _write(tmp_path, "logs.jsonl", orjson.dumps(line) + b"\n")

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from twice.connectors._parsing import Skip
 from twice.connectors.base import SourceError
 from twice.connectors.provider import request_log, stripe_events, stripe_logs
-from twice.connectors.provider.stripe_events import Skip
 from twice.timeline import fingerprint, validate
 
 DATA = Path(__file__).parent / "data" / "provider"

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from tests.connectors.fuzz_inputs import json_text, mutated_records
 from tests.connectors.fuzz_summary import fuzz_settings
+from twice.connectors._parsing import DETAIL_MAX
 from twice.connectors.jsonfile import json_documents
 from twice.connectors.provider import stripe_events, stripe_events_duckdb
 
@@ -74,7 +75,7 @@ def test_a_clean_export_is_read_by_duckdb_exactly_as_by_python(tmp_path: Path) -
     assert fast is not None
     _same(fast, _python_path(path))
     assert any("live-mode" in w.detail for w in fast.warnings)  # the file mixes modes
-    assert fast.rows["detail"].str.len().max() == stripe_events.DETAIL_MAX
+    assert fast.rows["detail"].str.len().max() == DETAIL_MAX
 
 
 def test_big_files_take_the_fast_path_through_load(tmp_path: Path) -> None:

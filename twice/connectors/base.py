@@ -1,9 +1,10 @@
-"""The small interface every evidence source implements.
+"""The small interface every evidence source implements (README.md: adding a source).
 
-A connector has a `name`, a pure `parse_*` function that turns already-read payloads into timeline
-rows (tests feed recorded payloads to it), and `load(target) -> LoadResult` that does the IO.
-Expected bad input is data: a malformed record becomes a `SourceWarning` and loading goes on.
-A source that cannot be read at all raises `SourceError` naming the source and the reason.
+A connector is a module with a `name`, `sniff(path, head)` (does this file look like mine?), a
+pure `parse_*` function that turns already-read payloads into timeline rows (tests feed recorded
+payloads to it), and `load(target, **options) -> LoadResult` that does the IO. Expected bad
+input is data: a malformed record becomes a `SourceWarning` and loading goes on. A source that
+cannot be read at all raises `SourceError` naming the source and the reason.
 """
 
 from __future__ import annotations
@@ -56,9 +57,18 @@ class UnknownConnectorError(KeyError):
 
 
 class Connector(Protocol):
-    name: str
+    """What the registry calls. A connector module implements it with module-level names."""
 
-    def load(self, target: str | Path) -> LoadResult: ...
+    name: str  # what the registry and `--<name>` flags call it
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        """Whether `path`, whose first bytes are `head` (up to 64 KiB), is in this format."""
+        ...
+
+    def load(self, target: str | Path) -> LoadResult:
+        """Read `target` into timeline rows. A connector may take options of its own as
+        keywords (a column mapping, an extra span attribute); the registry passes them on."""
+        ...
 
 
 # user:password@ in a URL; the password may hold unencoded "@" (greedy up to the last "@")

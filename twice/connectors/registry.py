@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from twice.connectors import parallel
-from twice.connectors.base import LoadResult, SourceError, UnknownConnectorError, redact
+from twice.connectors.base import (
+    Connector,
+    LoadResult,
+    SourceError,
+    UnknownConnectorError,
+    redact,
+)
 from twice.timeline import concat
 
 # name -> module; order matters for sniffing: the first connector that claims a file takes it.
@@ -26,12 +31,21 @@ MODULES = {
 SQLITE_MAGIC = b"SQLite format 3\x00"
 HEAD_BYTES = 64 * 1024
 
+if TYPE_CHECKING:  # every module above is a Connector (mypy checks the modules against it)
+    from twice.connectors import checkpoints, spans
+    from twice.connectors.provider import request_log, stripe_events, stripe_logs, timeline_file
+    from twice.connectors.queue import sqs
 
-def get(name: str) -> ModuleType:
+    _CONNECTORS: tuple[Connector, ...] = (stripe_events, stripe_logs, request_log, checkpoints,
+                                          spans, sqs, timeline_file)
+
+
+def get(name: str) -> Connector:
+    """The connector called `name` (imported on first use)."""
     if name not in MODULES:
         raise UnknownConnectorError(
             f"no connector named {name!r}; known: {', '.join(MODULES)}")
-    return importlib.import_module(MODULES[name])
+    return cast(Connector, importlib.import_module(MODULES[name]))
 
 
 def detect(path: Path) -> str | None:
@@ -42,11 +56,10 @@ def detect(path: Path) -> str | None:
     except OSError:
         return None
     if head.startswith(SQLITE_MAGIC):
+        # every SQLite file is the checkpoints connector's, to read or to refuse by name
         return "checkpoints"
     for name in MODULES:
-        if name == "checkpoints":
-            continue
-        if get(name).sniff(path, head):
+        if name != "checkpoints" and get(name).sniff(path, head):
             return name
     return None
 
@@ -75,8 +88,9 @@ PARALLEL_MIN_BYTES = 64 * 2**20
 
 def load_one(name: str, target: str | Path, options: dict[str, Any]) -> LoadResult:
     """One source's rows; any failure to read it is a SourceError naming it."""
+    load: Callable[..., LoadResult] = get(name).load  # with the connector's own options
     try:
-        return get(name).load(target, **options)
+        return load(target, **options)
     except SourceError:
         raise
     except (ValueError, OSError, UnicodeDecodeError) as exc:

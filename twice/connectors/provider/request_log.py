@@ -29,9 +29,7 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 import pandas as pd
 
-from twice.connectors.base import LoadResult, SourceError, SourceWarning, redact
-from twice.connectors.jsonfile import json_documents, open_bytes
-from twice.connectors.provider.stripe_events import (
+from twice.connectors._parsing import (
     EARLIEST,
     LATEST,
     Skip,
@@ -40,6 +38,8 @@ from twice.connectors.provider.stripe_events import (
     short,
     text_or_none,
 )
+from twice.connectors.base import LoadResult, SourceError, SourceWarning, redact
+from twice.connectors.jsonfile import json_documents, open_bytes
 from twice.timeline import Kind, canonical_json, fingerprint, make_timeline
 
 name = "request_log"

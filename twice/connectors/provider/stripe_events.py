@@ -17,35 +17,24 @@ Facts this relies on (stripe-python 16 `stripe/_event.py`, Stripe API reference)
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
-import pandas as pd
-
-from twice.connectors.base import (
-    INT64_MAX,
-    LoadResult,
-    SourceError,
-    SourceWarning,
-    fits_int64,
-    redact,
+from twice.connectors._parsing import (
+    Skip,
+    ids_from_metadata,
+    is_object,
+    minor_units,
+    short,
+    text_or_none,
+    unix_ns,
 )
+from twice.connectors.base import LoadResult, SourceError, SourceWarning, redact
 from twice.connectors.jsonfile import check_size, json_documents
 from twice.timeline import Kind, canonical_json, from_columns
 
 name = "stripe_events"
-
-# Metadata keys teams stamp on provider objects to tie an effect to the agent's call.
-THREAD_KEYS = ("thread_id", "langgraph_thread_id", "agent_thread_id")
-TOOL_CALL_KEYS = ("tool_call_id",)
-
-# Times outside this window are unit mistakes (ms read as s) or garbage, not real events.
-EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
-LATEST = datetime(2100, 1, 1, tzinfo=UTC)
-
-DETAIL_MAX = 200
 
 _STATUS_OUTCOME = {
     "succeeded": "ok",
@@ -58,98 +47,16 @@ _STATUS_OUTCOME = {
     "requires_confirmation": "unknown",
 }
 _OUTCOME_TYPES = frozenset({"charge", "payment_intent", "refund"})
-_EARLIEST_S, _LATEST_S = EARLIEST.timestamp(), LATEST.timestamp()
 _PROVIDER_EVENT = Kind.PROVIDER_EVENT.value
-# the timeline columns an Event fills: every row dict `event_row` returns has all of them
+# the timeline columns an Event fills: every row dict `_event_row` returns has all of them
 EVENT_COLUMNS = ("at", "source", "origin", "kind", "event_id", "event_type", "request_id",
            "idempotency_key", "object_id", "object_type", "subject", "amount", "currency",
            "outcome", "detail", "args", "thread_id", "tool_call_id", "belongs_to", "initiator")
 
 
-class Skip(ValueError):
-    """A record that cannot become a row; the message says why."""
-
-
-def short(text: Any, limit: int = DETAIL_MAX) -> str | None:
-    """One line of at most `limit` characters, or None for empty values."""
-    if text is None:
-        return None
-    line = " ".join(str(text).split())
-    if not line:
-        return None
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def text_or_none(value: Any) -> str | None:
-    if isinstance(value, str):  # the usual case, answered first
-        return value.strip() or None
-    if value is None or isinstance(value, (dict, list)):
-        return None
-    text = str(value).strip()
-    return text or None
-
-
-def minor_units(value: Any) -> int:
-    """An amount in minor units; raises ValueError for anything that is not a whole number."""
-    if isinstance(value, bool):
-        raise ValueError(f"amount {value!r} is not a whole number")
-    if isinstance(value, int):
-        number = value
-    elif isinstance(value, float) and value.is_integer():
-        number = int(value)
-    elif isinstance(value, str) and value.strip().lstrip("-").isascii() \
-            and value.strip().lstrip("-").isdigit():
-        digits = value.strip()
-        number = int(digits) if len(digits) <= 20 else INT64_MAX + 1  # int() stops at 4300
-    else:
-        raise ValueError(f"amount {short(repr(value), 40)} is not a whole number")
-    if not fits_int64(number):
-        raise ValueError(f"amount {short(repr(value), 40)} is beyond 64-bit integers")
-    return number
-
-
-def unix_seconds(value: Any) -> pd.Timestamp:
-    """A Stripe `created` (unix seconds) as a UTC timestamp; raises Skip when absurd."""
-    return pd.Timestamp(unix_ns(value) // 1000, unit="us", tz="UTC")
-
-
-def unix_ns(value: Any) -> int:
-    """A Stripe `created` (unix seconds) as ns since the epoch, to the microsecond; raises Skip
-    when absurd."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise Skip(f"created {short(repr(value), 40)} is not unix seconds")
-    if not _EARLIEST_S <= value <= _LATEST_S:  # also false for NaN
-        raise Skip(f"created {value} is not a plausible time (unix seconds)")
-    return int(round(value * 1_000_000)) * 1000
-
-
-def ids_from_metadata(metadata: Any) -> dict[str, str]:
-    """thread_id / tool_call_id stamped into provider metadata, when present."""
-    out: dict[str, str] = {}
-    if not _is_object(metadata) or not metadata:
-        return out
-    for column, keys in (("thread_id", THREAD_KEYS), ("tool_call_id", TOOL_CALL_KEYS)):
-        for key in keys:
-            value = text_or_none(metadata.get(key))
-            if value:
-                out[column] = value
-                break
-    return out
-
-
-def _is_object(value: Any) -> TypeGuard[Mapping[str, Any]]:
-    """A JSON object (any Mapping). Parsed JSON holds plain dicts and scalars: those are told
-    apart first, as asking the Mapping ABC costs ten times more."""
-    if isinstance(value, dict):
-        return True
-    if value is None or isinstance(value, (str, int, float, list)):
-        return False
-    return isinstance(value, Mapping)
-
-
 def _object_id(value: Any) -> str | None:
     """An expandable field: an id string or an expanded object with an id."""
-    if _is_object(value):
+    if is_object(value):
         return text_or_none(value.get("id"))
     return text_or_none(value)
 
@@ -168,7 +75,7 @@ def _outcome(obj: Mapping[str, Any], object_type: str | None, event_type: str) -
 
 def _detail(obj: Mapping[str, Any]) -> str | None:
     last_error = obj.get("last_payment_error")
-    error_message = last_error.get("message") if _is_object(last_error) else None
+    error_message = last_error.get("message") if is_object(last_error) else None
     for candidate in (
         obj.get("failure_message"),
         error_message,
@@ -205,7 +112,7 @@ def belongs_to(obj: Mapping[str, Any], object_type: str | None) -> str | None:
     for path in paths:
         value: Any = obj
         for step in path:
-            value = value.get(step) if _is_object(value) else None
+            value = value.get(step) if is_object(value) else None
         ref = _object_id(value)
         if ref and ref not in ids and "," not in ref:
             ids.append(ref)
@@ -219,24 +126,20 @@ def _request(event: Mapping[str, Any]) -> tuple[str | None, str | None, str | No
     req = event["request"]
     if isinstance(req, str):
         return (req.strip() or None), None, "pre-2017-05-25 string `request`"
-    if _is_object(req):
+    if is_object(req):
         return text_or_none(req.get("id")), text_or_none(req.get("idempotency_key")), None
     if req is None:
         return None, None, None
     raise Skip(f"`request` is a {type(req).__name__}, expected an object or a string")
 
 
-def event_row(event: Any, origin: str, warnings: list[SourceWarning]) -> dict[str, Any]:
-    """One Stripe Event -> one timeline row (all of `EVENT_COLUMNS`, `at` in ns since the epoch).
-    Raises Skip for records that are not usable."""
-    return _event_row(event, origin, warnings)[0]
-
-
 def _event_row(
     event: Any, origin: str, warnings: list[SourceWarning]
 ) -> tuple[dict[str, Any], str | None]:
-    """`event_row`, and why the event's idempotency key is unknown (None: it is known)."""
-    if not _is_object(event):
+    """One Stripe Event -> one timeline row (all of `EVENT_COLUMNS`, `at` in ns since the epoch)
+    and why the event's idempotency key is unknown (None: it is known). Raises Skip for
+    records that are not usable."""
+    if not is_object(event):
         raise Skip(f"expected an Event object, got {type(event).__name__}")
     if event.get("object") != "event":
         raise Skip(f"not a Stripe Event (object: {short(repr(event.get('object')), 40)})")
@@ -246,8 +149,8 @@ def _event_row(
         raise Skip("Event without `id` or `type`")
     at = unix_ns(event.get("created"))
     data = event.get("data")
-    obj = data.get("object") if _is_object(data) else None
-    if not _is_object(obj):
+    obj = data.get("object") if is_object(data) else None
+    if not is_object(obj):
         raise Skip("Event without `data.object`")
     request_id, key, unknown_key = _request(event)
     object_type = text_or_none(obj.get("object"))
@@ -261,7 +164,7 @@ def _event_row(
             warnings.append(SourceWarning(origin, f"{exc}; amount left empty"))
     currency = text_or_none(obj.get("currency"))
     metadata = obj.get("metadata")
-    if not _is_object(metadata) or not metadata:
+    if not is_object(metadata) or not metadata:
         metadata = None
     ids = ids_from_metadata(metadata)
     row = {
@@ -293,7 +196,7 @@ def _event_row(
 
 def _events_in(locator: str, value: Any) -> Iterable[tuple[str, Any]]:
     """The Event records of one parsed JSON document (list object, array or single Event)."""
-    if _is_object(value) and value.get("object") == "list":
+    if is_object(value) and value.get("object") == "list":
         data = value.get("data")
         items = data if isinstance(data, list) else []
         return [(f"{locator}:data[{i}]", item) for i, item in enumerate(items)]
@@ -317,10 +220,10 @@ def parse_documents(documents: Iterable[tuple[str, Any]], origin: str) -> LoadRe
     event_like = 0
     more_pages = False
     for locator, document in documents:
-        if _is_object(document) and document.get("object") == "list":
+        if is_object(document) and document.get("object") == "list":
             more_pages = more_pages or document.get("has_more") is True
         for where, event in _events_in(locator, document):
-            if _is_object(event) and event.get("object") == "event":
+            if is_object(event) and event.get("object") == "event":
                 event_like += 1
             try:
                 row, unknown_key = _event_row(event, where, warnings)

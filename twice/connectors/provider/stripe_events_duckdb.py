@@ -19,8 +19,9 @@ from typing import Any
 
 import orjson
 
+from twice.connectors._parsing import EARLIEST, LATEST, ids_from_metadata, short
 from twice.connectors.base import LoadResult, SourceWarning
-from twice.timeline import canonical_json, from_columns
+from twice.timeline import Kind, canonical_json, from_columns
 
 MIN_BYTES = 16 * 1024 * 1024  # below this the orjson path is as fast, without DuckDB's start-up
 
@@ -149,7 +150,7 @@ def load(path: Path, origin: str, min_bytes: int = MIN_BYTES) -> LoadResult | No
     """`stripe_events.load` of a file this path can read exactly, else None."""
     from twice.connectors.provider import stripe_events as se
 
-    table = _read(path, se.EARLIEST.timestamp(), se.LATEST.timestamp(), min_bytes)
+    table = _read(path, EARLIEST.timestamp(), LATEST.timestamp(), min_bytes)
     if table is None:
         return None
     n = table.num_rows
@@ -157,7 +158,7 @@ def load(path: Path, origin: str, min_bytes: int = MIN_BYTES) -> LoadResult | No
         columns = _columns(table, str(path))
         if columns is None:
             return None
-        columns.update(source=[se.name] * n, kind=[se.Kind.PROVIDER_EVENT.value] * n)
+        columns.update(source=[se.name] * n, kind=[Kind.PROVIDER_EVENT.value] * n)
         rows = from_columns(columns, n)
     except (ValueError, TypeError, OverflowError, UnicodeError):
         return None  # a value DuckDB took that Python would not: the Python path decides
@@ -229,8 +230,6 @@ def _lines(path: Path) -> int:
 def _columns(table: Any, name: str) -> dict[str, Any] | None:
     """Timeline columns (`from_columns` input) from the query's table; None when a metadata
     value is not text (the Python path would see the original number, not DuckDB's)."""
-    from twice.connectors.provider.stripe_events import ids_from_metadata, short
-
     n = table.num_rows
     cols: dict[str, Any] = {c: table.column(c) for c in _TEXT if c != "currency"}
     cols["at"] = table.column("at").to_numpy()

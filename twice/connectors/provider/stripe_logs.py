@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from twice.connectors._parsing import Skip, short, text_or_none, unix_seconds
 from twice.connectors.base import LoadResult, SourceError, SourceWarning, redact
 from twice.connectors.jsonfile import (
     MAX_BAD_LEAD,
@@ -33,7 +34,6 @@ from twice.connectors.jsonfile import (
     lines,
     open_bytes,
 )
-from twice.connectors.provider.stripe_events import Skip, short, text_or_none, unix_seconds
 from twice.timeline import Kind, make_timeline
 
 name = "stripe_logs"

@@ -37,10 +37,9 @@ from typing import Any
 import orjson
 import pandas as pd
 
+from twice.connectors._parsing import EARLIEST, LATEST, Skip, as_int, short
 from twice.connectors.base import LoadResult, SourceError, SourceWarning, fits_int64
 from twice.connectors.jsonfile import json_documents
-from twice.connectors.provider.stripe_events import EARLIEST, LATEST
-from twice.connectors.spans.model import as_int
 from twice.timeline import Kind, make_timeline
 
 name = "sqs"
@@ -51,10 +50,6 @@ _THREAD_PATHS = (("thread_id",), ("threadId",), ("configurable", "thread_id"),
 _XRAY_ROOT = re.compile(r"Root=1-([0-9a-fA-F]{8})-([0-9a-fA-F]{24})")
 _NUMBER = re.compile(r"\d+(\.\d+)?")
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
-
-
-class _Skip(Exception):
-    """A record that cannot become a row; the message says why."""
 
 
 def _field(obj: dict[str, Any], key: str) -> Any:
@@ -79,28 +74,23 @@ def _received_at(value: Any) -> pd.Timestamp:
         except OverflowError:  # an int beyond any float
             number = math.inf
         if not math.isfinite(number) or number <= 0:
-            raise _Skip(f"received_at {_short(value)} is not a time")
+            raise Skip(f"received_at {short(repr(value), 60)} is not a time")
         stamp = _epoch_ms(int(number * 1000 if number < 1e11 else number))
         if stamp is None:
-            raise _Skip(f"received_at {_short(value)} is out of range")
+            raise Skip(f"received_at {short(repr(value), 60)} is out of range")
         return stamp
     if not isinstance(value, str):
-        raise _Skip(f"received_at {_short(value)} is not a time")
+        raise Skip(f"received_at {short(repr(value), 60)} is not a time")
     try:
         stamp = pd.Timestamp(value)
         stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
     except (ValueError, OverflowError):  # OutOfBoundsDatetime is a ValueError
-        raise _Skip(f"received_at {_short(value)} is not a time") from None
+        raise Skip(f"received_at {short(repr(value), 60)} is not a time") from None
     if pd.isna(stamp):
-        raise _Skip(f"received_at {_short(value)} is not a time")
+        raise Skip(f"received_at {short(repr(value), 60)} is not a time")
     if not EARLIEST <= stamp <= LATEST:
-        raise _Skip(f"received_at {_short(value)} is outside 2000-2100")
+        raise Skip(f"received_at {short(repr(value), 60)} is outside 2000-2100")
     return stamp
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def _date_header(response: dict[str, Any]) -> pd.Timestamp | None:
@@ -157,13 +147,14 @@ def _row(
 ) -> dict[str, Any]:
     message_id = _field(message, "MessageId")
     if not isinstance(message_id, str) or not message_id:
-        raise _Skip("message has no MessageId")
+        raise Skip("message has no MessageId")
     system = _field(message, "Attributes")
     system = system if isinstance(system, dict) else {}
     count = as_int(system.get("ApproximateReceiveCount"))
     if count is not None and not fits_int64(count):
-        warnings.append(SourceWarning(origin, f"ApproximateReceiveCount {_short(count)} is "
-                                              "beyond 64-bit integers; left empty"))
+        warnings.append(SourceWarning(origin, f"ApproximateReceiveCount "
+                                      f"{short(repr(count), 60)} is beyond 64-bit integers; "
+                                      "left empty"))
         count = None
     first = _epoch_ms(system.get("ApproximateFirstReceiveTimestamp"))
     sent = _epoch_ms(system.get("SentTimestamp"))
@@ -172,7 +163,7 @@ def _row(
     if received_at is not None:
         try:
             logged = _received_at(received_at)
-        except _Skip as reason:
+        except Skip as reason:
             warnings.append(SourceWarning(origin, f"{reason}; used SQS's own timestamps"))
     if logged is not None:
         at = logged
@@ -188,7 +179,7 @@ def _row(
         at = sent
         detail = "receive time not logged: `at` is the send time, a lower bound"
     else:
-        raise _Skip("no receive time (log received_at, or receive with "
+        raise Skip("no receive time (log received_at, or receive with "
                     "MessageSystemAttributeNames=['All'])")
     attributes = _field(message, "MessageAttributes")
     thread_id = _body_thread_id(_field(message, "Body")) or _attribute_text(attributes, "thread_id")
@@ -243,11 +234,11 @@ def _rows_of(doc: Any, locator: str, warnings: list[SourceWarning]) -> list[dict
         where = locator if len(messages) == 1 else f"{locator} Messages[{i}]"
         try:
             if not isinstance(message, dict):
-                raise _Skip("not a message object")
+                raise Skip("not a message object")
             queue_here = _queue_name(message.get("eventSourceARN")) or queue
             rows.append(_row(message, locator, received_at, response_date, worker, queue_here,
                              warnings))
-        except _Skip as reason:
+        except Skip as reason:
             warnings.append(SourceWarning(where, f"{reason}; skipped"))
     return rows
 

@@ -26,8 +26,9 @@ from urllib.parse import urlsplit
 import orjson
 import pandas as pd
 
+from twice.connectors._parsing import as_int
 from twice.connectors.base import redact
-from twice.connectors.spans.model import INT64, SpanKind, SpanRecord, SpanStatus, as_int
+from twice.connectors.spans.model import INT64, SpanKind, SpanRecord, SpanStatus
 from twice.timeline import Kind, canonical_json, fingerprint, from_columns
 
 SOURCE = "spans"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from twice.connectors._parsing import as_int
 from twice.connectors.base import SourceWarning
 from twice.connectors.spans.interpret import text_value
 from twice.connectors.spans.model import (
@@ -23,7 +24,6 @@ from twice.connectors.spans.model import (
     SpanKind,
     SpanRecord,
     SpanStatus,
-    as_int,
     epoch_ns,
     span_id_hex,
     trace_id_hex,

@@ -13,6 +13,8 @@ import re
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from twice.connectors._parsing import as_int
+
 
 class SpanKind(StrEnum):
     """OTLP's ints / enum names and Jaeger's `span.kind` tag map onto these."""
@@ -34,7 +36,6 @@ class SpanStatus(StrEnum):
 _MAX_NS = 2**63 - 1  # pandas' datetime64[ns] range ends here (year 2262)
 MIN_NS = 10**17  # 1973-03-03: an earlier span time is in the wrong unit (s, ms or us), not real
 INT64 = range(-(2**63), 2**63)  # OTLP's intValue, Jaeger's int64 tags
-_MAX_DIGITS = 4000  # int() refuses strings of more than 4300 digits
 
 
 class SpanRecord(NamedTuple):
@@ -87,29 +88,6 @@ def trace_id_hex(value: Any) -> str | None:
 
 def span_id_hex(value: Any) -> str | None:
     return _normalise_id(value, 8)
-
-
-def as_int(value: Any) -> int | None:
-    """An integer given as int, integral float or decimal string; None for anything else
-    (a string of more digits than Python converts, ~4300, is anything else too)."""
-    if type(value) is str:  # first: OTLP JSON writes 64-bit ints as strings
-        if value.isdigit() and value.isascii():  # the usual case: plain ASCII digits
-            return int(value) if len(value) <= _MAX_DIGITS else None
-        text = value.strip()
-        digits = text[1:] if text[:1] in ("+", "-") else text
-        # isdecimal, not isdigit: "²" is a digit int() refuses
-        if digits.isdecimal() and len(digits) <= _MAX_DIGITS:
-            return int(text)
-        return None
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else None
-    if isinstance(value, str):  # a str subclass
-        return as_int(str(value))
-    return None
 
 
 def epoch_ns(value: Any, scale: int = 1) -> int | None:

@@ -14,6 +14,7 @@ import operator
 import re
 from typing import Any
 
+from twice.connectors._parsing import as_int
 from twice.connectors.base import SourceWarning
 from twice.connectors.spans.model import (
     _MAX_NS,
@@ -22,7 +23,6 @@ from twice.connectors.spans.model import (
     SpanKind,
     SpanRecord,
     SpanStatus,
-    as_int,
     epoch_ns,
     span_id_hex,
     trace_id_hex,
