@@ -86,7 +86,7 @@ def test_the_exported_incident_folder_reloads_to_the_same_verdicts(
 
     from twice.cli import main
     from twice.engine import analyze
-    from twice.web.views import incident_zip
+    from twice.web.export import incident_zip
 
     run()  # imports the samples into the store
     snap = open_store(str(store_path)).get("sample-redelivery")

@@ -1,4 +1,5 @@
-"""Every investigation view is a URL: the view's state to and from a query string.
+"""Every view of a saved investigation is a URL: the view's state to and from a query string.
+The web app reads it; the sweep and the command line write it (the links they print).
 
 Reading is tolerant (a link edited by hand, or from an older version, opens the nearest valid
 view instead of failing); writing emits only what differs from the defaults. A ViewState holds
@@ -9,7 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from typing import Any
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -22,6 +24,23 @@ ID_PATTERN = re.compile(r"[A-Za-z0-9_:.#-]{1,128}")
 # ISO-8601 only: pandas would also accept words like "now", which a link must not mean.
 _ISO_TIME = re.compile(
     r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?(Z|[+-]\d{2}(:?\d{2})?)?", re.ASCII)
+
+
+@dataclass(frozen=True)
+class DuplicateKey:
+    """Which duplicate a view shows: "<group_id>:<second attempt id>" in a URL (a group id has
+    no ":"; an attempt id may)."""
+
+    group: str
+    second: str
+
+    @classmethod
+    def parse(cls, key: str) -> DuplicateKey:
+        group, _, second = key.partition(":")
+        return cls(group, second)
+
+    def __str__(self) -> str:
+        return f"{self.group}:{self.second}"
 
 
 @dataclass(frozen=True)
@@ -40,6 +59,11 @@ class ViewState:
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, utc(value))
+
+    def at_duplicate(self, key: str | None, **changes: Any) -> ViewState:
+        """This view on another duplicate (`key` as in `dup`; its group follows it)."""
+        group = DuplicateKey.parse(key).group if key else None
+        return replace(self, dup=key, group=group, **changes)
 
 
 def _one(params: Mapping[str, str | list[str]], name: str) -> str | None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import streamlit as st
 
-from twice.web.views import md_text
+from twice.web.text import md_text
 
 TOKEN_ENV = "TWICE_ACCESS_TOKEN"
 _GRANTED = "twice_access_granted"  # session_state flag: this browser session gave the token

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from twice.engine import Analysis, Group
 from twice.formats import utc
 from twice.layers import LAYERS, Band, Bands, Layer, usual_suspects
+from twice.store.links import DuplicateKey
 from twice.timeline import Kind
 
 # one colour per layer, from the layers table
@@ -84,7 +85,8 @@ def duplicates_frame(analysis: Analysis) -> pd.DataFrame:
         at = dict(zip(g.attempts["attempt_id"].astype(str), g.attempts["at"], strict=True))
         for d in g.duplicates:
             rows.append({
-                "key": f"{g.group_id}:{d.second}", "group_id": g.group_id, "first": d.first,
+                "key": str(DuplicateKey(g.group_id, d.second)), "group_id": g.group_id,
+                "first": d.first,
                 "second": d.second, "gap_seconds": float(d.gap_seconds), "band": d.band.value,
                 "layer": d.layer.value, "confidence": float(d.confidence),
                 "protected": bool(d.protected), "tool_name": g.tool_name,

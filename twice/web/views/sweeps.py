@@ -1,4 +1,4 @@
-"""The Sweeps page: every stored sweep (`?sweep=all`), and one sweep's duplicates (`?sweep=ID`),
+"""Sweeps: every stored sweep (`?sweep=all`), and one sweep's duplicates (`?sweep=ID`),
 each with a link that opens its saved investigation on the verdict.
 
 Evidence text (customer ids, sources) is shown in dataframes only, never inside markdown.
@@ -6,7 +6,7 @@ Evidence text (customer ids, sources) is shown in dataframes only, never inside 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 import streamlit as st
@@ -16,6 +16,7 @@ from twice.store import Store, StoreError, valid_id
 from twice.store.links import ViewState, link
 from twice.store.sweeps import SweepGroup, get_sweep, list_sweeps, sweep_groups
 from twice.sweep.report import totals
+from twice.web.cache import get_store
 
 
 def sweep_link(sweep_id: str) -> str:
@@ -87,10 +88,10 @@ def _one(store: Store, sweep_id: str) -> None:
     st.link_button("All sweeps", sweep_link("all"))
 
 
-def page(store: Store, params: Mapping[str, str | list[str]]) -> None:
-    """`?sweep=all` lists the sweeps; `?sweep=ID` shows one."""
-    value = params.get("sweep")
-    sweep_id = value[-1] if isinstance(value, list) and value else value
+def render() -> None:
+    """`?sweep=all` (or no `sweep`) lists the sweeps; `?sweep=ID` shows one."""
+    store = get_store()
+    sweep_id = st.query_params.get("sweep")
     try:
         if isinstance(sweep_id, str) and sweep_id != "all" and valid_id(sweep_id):
             _one(store, sweep_id)

@@ -1,4 +1,4 @@
-"""The drills page: `?drill=<id>` (a drill), `?drill=new` (pick a level). `&trainee=` is optional.
+"""Drills: `?drill=<id>` (a drill), `?drill=new` (pick a level). `&trainee=` is optional.
 
 A drill's link carries its id only, and the id names the level and the seed, never the answer.
 The charts are twice's own (`timeline_figure`, `gaps_figure`) fed a blind analysis: every
@@ -7,7 +7,6 @@ duplicate's layer is "unknown", so nothing is coloured or labelled by verdict.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
@@ -19,8 +18,10 @@ from twice import drills
 from twice.drills.store import DrillStore
 from twice.layers import Layer
 from twice.store import StoreError
+from twice.store.links import DuplicateKey
 from twice.verdict import fmt_gap
 from twice.web.figures import DUPLICATE_COLUMNS, gaps_figure, timeline_figure
+from twice.web.nav import DRILLS, base_url, open_view
 
 
 @st.cache_resource
@@ -28,29 +29,14 @@ def get_drill_store() -> DrillStore:
     return DrillStore()
 
 
-def _one(params: Mapping[str, str | list[str]], name: str) -> str:
-    value = params.get(name, "")
-    if isinstance(value, list):
-        value = value[-1] if value else ""
-    return value.strip()
-
-
 def _open(drill_id: str, trainee: str) -> None:
-    st.query_params.from_dict({"drill": drill_id, **({"trainee": trainee} if trainee else {})})
-    st.rerun()
-
-
-def _base_url() -> str:
-    try:
-        return str(st.context.url).split("?")[0]
-    except AttributeError:
-        return ""
+    open_view(DRILLS, {"drill": drill_id, **({"trainee": trainee} if trainee else {})})
 
 
 def blind_gaps_figure(q: drills.Question) -> go.Figure:
     """The gap chart over the bands for the customer's requests, without verdicts."""
     frame = pd.DataFrame([{
-        "key": f"{q.customer}:{g.second}", "group_id": q.customer, "first": g.first,
+        "key": str(DuplicateKey(q.customer, g.second)), "group_id": q.customer, "first": g.first,
         "second": g.second, "gap_seconds": g.gap_seconds, "band": g.band.value,
         "layer": Layer.UNKNOWN.value, "confidence": 0.0, "protected": False,
         "tool_name": None, "thread_id": None, "at": pd.NaT} for g in q.gaps],
@@ -63,9 +49,10 @@ def blind_gaps_figure(q: drills.Question) -> go.Figure:
     return fig
 
 
-def page(params: Mapping[str, str | list[str]]) -> None:
-    trainee = _one(params, "trainee")[:64]
-    wanted = _one(params, "drill")
+def render() -> None:
+    """`?drill=<id>` (a drill), `?drill=new` or none (pick a level); `&trainee=` optional."""
+    trainee = st.query_params.get("trainee", "").strip()[:64]
+    wanted = st.query_params.get("drill", "").strip()
     try:
         store: DrillStore | None = get_drill_store()
     except StoreError as exc:
@@ -114,9 +101,14 @@ def _drill(drill: drills.Drill, store: DrillStore | None, trainee: str) -> None:
     st.title(f"Drill {drill.id}")
     lv = drills.CURRICULUM[drill.level]
     st.caption(f"Level {drill.level}: {lv.title}. {lv.about}")
-    with st.spinner("Preparing the incident (the lab runs it once per drill)…"):
-        folder = drills.generate(drill)
-        q = drills.question(drill, folder)
+    try:
+        with st.spinner("Preparing the incident (the lab runs it once per drill)…"):
+            folder = drills.generate(drill)
+            q = drills.question(drill, folder)
+    except RuntimeError as exc:  # the lab could not run the drill's scenario
+        st.error("This drill could not be prepared:")
+        st.code(str(exc), language=None)
+        return
     st.markdown(q.prompt.split(". ", 1)[1])
     st.plotly_chart(timeline_figure(q.analysis, window=q.window), width="stretch",
                     key="drill_timeline")
@@ -153,7 +145,7 @@ def _drill(drill: drills.Drill, store: DrillStore | None, trainee: str) -> None:
             _progress(store, who)
     st.divider()
     st.markdown("**Link to this drill** (it carries no answer):")
-    st.code(f"{_base_url()}?{urlencode({'drill': drill.id})}", language=None)
+    st.code(f"{base_url()}?{urlencode({'drill': drill.id})}", language=None)
     cols = st.columns(len(drills.CURRICULUM))
     for col, level in zip(cols, drills.CURRICULUM, strict=True):
         if col.button(f"New drill, level {level}", key=f"next_drill_{level}"):

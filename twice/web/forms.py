@@ -1,0 +1,101 @@
+"""The sidebar's forms that make a new investigation: from uploaded evidence files, or from
+live sources (the `twice investigate` form)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from twice.connectors import registry
+from twice.connectors.base import SourceError
+from twice.store import Store
+from twice.store.links import ViewState
+from twice.web.nav import go
+from twice.web.text import md_text
+
+
+def upload_form(store: Store) -> None:
+    files = st.file_uploader("Evidence files", accept_multiple_files=True,
+                             help="Stripe events, stripe logs tail, request logs, SqliteSaver "
+                                  "files, OTLP/Jaeger spans, SQS messages, twice timelines")
+    title = st.text_input("Title", key="upload_title")
+    if not st.button("Analyse files", disabled=not files):
+        return
+    with tempfile.TemporaryDirectory() as tmp, st.spinner("Loading evidence…"):
+        for f in files or []:
+            (Path(tmp) / Path(f.name).name).write_bytes(f.getvalue())
+        found, skipped = registry.scan_folder(Path(tmp))
+        try:
+            if not found:
+                raise SourceError("upload", "none of these files is a format twice reads")
+            loaded = registry.load_all([(n, p, {}) for n, p in found])
+        except SourceError as exc:
+            st.error(md_text(str(exc).replace(tmp + "/", "")))
+            return
+    inv = store.create(title or "Uploaded evidence", loaded.rows,
+                       sources=sorted({n for n, _ in found}),
+                       warnings=[{"source": w.source.replace(tmp + "/", ""), "detail": w.detail}
+                                 for w in loaded.warnings])
+    go(ViewState(inv=inv, tab="verdict"))
+
+
+# The live form's secrets (the Stripe key, a DSN with a password) are taken out of their fields
+# when the form is sent, so they live for one request in this process and are never echoed back
+# to the page, kept in the session, saved or put in a link.
+_SECRET_FIELDS = {"live_stripe_key": "_live_stripe_key", "live_checkpoints": "_live_checkpoints"}
+LIVE_ERRORS = "live investigation"  # the source named by a saved partial run's errors
+STRIPE_BASE_URL_ENV = "TWICE_STRIPE_BASE_URL"  # a Stripe-compatible server (the lab, a proxy)
+
+
+def _take_secrets() -> None:
+    for field, once in _SECRET_FIELDS.items():
+        st.session_state[once] = st.session_state.get(field, "")
+        st.session_state[field] = ""
+
+
+def live_form(store: Store) -> None:
+    from twice.connectors.live.investigate import Request, investigate
+
+    with st.form("live"):
+        subject = st.text_input("Customer, payment intent or charge id", placeholder="cus_...")
+        around = st.text_input("Around (UTC)", placeholder="2024-06-03T14:21Z")
+        hours = st.number_input("Window (hours)", min_value=0.25, max_value=48.0, value=2.0)
+        st.text_input("Stripe restricted key (used for this request only, never saved)",
+                      type="password", key="live_stripe_key")
+        st.text_input("Checkpoints DSN or SqliteSaver path (optional)", type="password",
+                      key="live_checkpoints")
+        traces = st.text_input("Trace backend (optional)",
+                               placeholder="jaeger+http://host:16686")
+        sent = st.form_submit_button("Investigate", on_click=_take_secrets)
+    key = str(st.session_state.pop(_SECRET_FIELDS["live_stripe_key"], "") or "")
+    checkpoints = str(st.session_state.pop(_SECRET_FIELDS["live_checkpoints"], "") or "")
+    if not sent:
+        return
+    try:
+        when = pd.Timestamp(around)
+        when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
+    except ValueError:
+        st.error("Around: an ISO-8601 time like 2024-06-03T14:21Z")
+        return
+    req = Request(subject=subject.strip(), around=when.to_pydatetime(),
+                  window=timedelta(hours=float(hours)), stripe_key=key,
+                  checkpoints=checkpoints or None, traces=traces or None,
+                  stripe_base_url=os.environ.get(STRIPE_BASE_URL_ENV) or None)
+    with st.status("Pulling evidence…") as status:
+        result = investigate(req, progress=lambda message: status.write(md_text(message)))
+    for error in result.errors:
+        st.error(f"Partial: {md_text(error)}")
+    if result.rows.empty:
+        return
+    # the failed sources are saved with it: the page moves on, and a shared link must say so too
+    failed = [{"source": LIVE_ERRORS, "detail": f"Partial: {e}"} for e in result.errors]
+    inv = store.create(f"Live: {req.subject} around {when:%Y-%m-%d %H:%M}", result.rows,
+                       sources=sorted(set(result.rows["source"].dropna())),
+                       warnings=[*result.warnings, *failed],
+                       tags=["live", *(["partial"] if result.partial else [])])
+    go(ViewState(inv=inv, tab="verdict"))

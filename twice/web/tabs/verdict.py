@@ -1,0 +1,48 @@
+"""Verdict: the layer in plain words, its confidence, evidence, findings, the fix, and the two
+attempts side by side."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from twice.layers import LAYERS
+from twice.store import effective_overrides
+from twice.verdict import fmt_gap
+from twice.web.figures import attempt_comparison
+from twice.web.tabs.context import Investigation
+from twice.web.text import md_text
+
+
+def render(inv: Investigation) -> None:
+    group, dup = inv.group, inv.duplicate
+    if group is None or dup is None:
+        st.success("No logical call executed more than once: nothing to explain.")
+        return
+    override = effective_overrides(inv.snap.overrides).get(
+        (group.group_id, f"{dup.first}>{dup.second}"))
+    st.header(f"{dup.layer.value}: {LAYERS[dup.layer].plain}", anchor="verdict")
+    cols = st.columns(4)
+    cols[0].metric("Confidence", f"{dup.confidence:.2f}")
+    cols[1].metric("Gap", fmt_gap(dup.gap_seconds))
+    cols[2].metric("Band", dup.band.value.replace("_", " "))
+    cols[3].metric("Second effect", "no (protected)" if dup.protected else "yes")
+    if override is not None:
+        verb = "confirmed" if override.confirmed else f"overridden to **{override.layer}**"
+        st.info(f"Investigator {md_text(override.author)} {verb}: "
+                f"{md_text(override.reason)}")
+    st.subheader("Evidence")
+    for item in dup.evidence:
+        st.markdown(f"- {md_text(item)}")
+    st.caption(md_text(f"Attempts: {dup.first} then {dup.second} in group {group.group_id} "
+                       f"(thread {group.thread_id}, tool {group.tool_name})."))
+    if group.findings:
+        st.subheader("Findings")
+        for f in group.findings:
+            st.markdown(f"- **{f.code}** — {md_text(f.detail)}  \n  *Fix:* {md_text(f.fix)}")
+    st.subheader("Fix")
+    st.markdown(md_text(dup.fix))
+    if LAYERS[dup.layer].code:
+        st.code(LAYERS[dup.layer].code, language="python")
+    st.subheader("The two attempts side by side")
+    st.dataframe(attempt_comparison(inv.analysis, group.group_id, dup.first, dup.second),
+                 width="stretch")

@@ -1,0 +1,73 @@
+"""One investigation (`?inv=ID`): its duplicates, a tab per view of them, and the link that
+reproduces the view (`&group=&dup=&tab=&t0=&t1=&clock=`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import streamlit as st
+
+from twice.formats import money
+from twice.store import InvestigationNotFound
+from twice.store.links import ViewState, from_query, link
+from twice.verdict import fmt_gap
+from twice.web.cache import get_analysis, get_store
+from twice.web.forms import LIVE_ERRORS
+from twice.web.nav import base_url, go
+from twice.web.tabs import TABS, Investigation
+from twice.web.text import md_text
+
+
+def render() -> None:
+    state = from_query(st.query_params.to_dict())
+    store = get_store()
+    snapshot = store.get(state.inv, timeline=False) if state.inv else None
+    try:  # the timeline is in the cached analysis
+        analysis = get_analysis(snapshot.summary.id, store) if snapshot is not None else None
+    except InvestigationNotFound:
+        analysis = None
+    if snapshot is None or analysis is None:
+        st.error(f"Investigation `{state.inv}` was not found. It may have been deleted, or the "
+                 "link was mistyped.")
+        if st.button("Back to incidents"):
+            go(ViewState())
+        return
+    inv = Investigation(store=store, snap=snapshot, analysis=analysis, state=state)
+    _header(inv)
+    _pick_duplicate(inv)
+    tabs = list(TABS)
+    tab = state.tab if state.tab in tabs else "verdict"
+    picked = st.radio("View", tabs, index=tabs.index(tab), horizontal=True,
+                      format_func=lambda t: TABS[t][0], label_visibility="collapsed")
+    if picked != tab:
+        go(dataclasses.replace(state, tab=picked))
+    TABS[tab][1](inv)
+    st.divider()
+    st.markdown("**Link to this view** (no secrets in it):")
+    st.code(link(base_url(), state.at_duplicate(inv.key, tab=tab)), language=None)
+
+
+def _header(inv: Investigation) -> None:
+    s = inv.snap.summary
+    st.title(md_text(s.title))
+    st.caption(f"{md_text(s.provider)} · {len(inv.analysis.groups)} duplicate groups · worst "
+               f"layer {s.worst_layer or '—'} · money at risk "
+               f"{md_text(money(s.money_at_risk))} · saved "
+               f"{s.created_at:%Y-%m-%d %H:%M} UTC · id `{s.id}`")
+    for warning in inv.snap.warnings:
+        if warning.get("source") == LIVE_ERRORS:
+            st.warning(md_text(str(warning.get("detail", ""))))
+
+
+def _pick_duplicate(inv: Investigation) -> None:
+    dups, key = inv.dups, inv.key
+    if not key or not len(dups):
+        return
+    labels = {k: f"{layer} · gap {fmt_gap(gap)} · {second}"
+              for k, layer, gap, second in zip(dups["key"], dups["layer"],
+                                               dups["gap_seconds"].astype(float),
+                                               dups["second"], strict=True)}
+    chosen = st.selectbox("Duplicate", list(labels), index=list(labels).index(key),
+                          format_func=labels.__getitem__)
+    if chosen != key:
+        go(inv.state.at_duplicate(chosen))
