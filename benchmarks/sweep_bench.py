@@ -4,7 +4,7 @@
                                      [--out benchmarks/results/sweep.json] [--skip-analyze]
 
 Generates (in a temp folder) `--days` days of evidence the way the sweep tests do
-(tests/app/test_sweep_data.py `month()`: one shifted copy of a bundled lab incident a day, the
+(twice/lab/month.py `month()`: one shifted copy of a bundled lab incident a day, the
 straddling redelivery, the month-long renewal control) and writes it as a Parquet timeline file,
 which the `timeline` connector reads. Then, in this one process:
   analyze  load the file through the registry + one `twice.engine.analyze()` of everything
@@ -31,9 +31,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.sweep.test_sweep_data import month  # noqa: E402
 from twice.connectors import registry  # noqa: E402
 from twice.engine import analyze  # noqa: E402
+from twice.lab.month import month  # noqa: E402
 from twice.store import open_store  # noqa: E402
 from twice.store.sweeps import sweep_groups  # noqa: E402
 from twice.sweep.run import Source, run_sweep  # noqa: E402

@@ -1,15 +1,16 @@
-"""Dependencies point inward, for every package (the README's Layout diagram):
+"""Dependencies point inward, for every package (the README's Layout picture, checked below):
 
     core (twice/*.py) <- connectors <- store <- sweep, drills <- cli, web
 
 The lab (the mirror of production) stands beside them: it reads the core and the connectors and
-is read only by the drills, the tests and, lazily inside its commands, the cli's `lab` group.
-Imports are read with `ast`, so a lazy import inside a function counts like any other.
+is read only by the drills, the tests and, inside its commands, the cli's `lab` group. Imports
+are read with `ast`, so a lazy import inside a function counts like any other.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -99,6 +100,18 @@ def violations(path: Path) -> list[str]:
         if target not in ALLOWED[here]:
             found.append(f"{rel} ({here}) imports {module} ({target})")
     return found
+
+
+def test_the_readme_draws_this_table() -> None:
+    """The README's Layout section shows the arrows this test enforces, no more, no fewer."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Layout"):]
+    drawn: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        match = re.fullmatch(r"(\w+)\s+->(.*)", line.split("(")[0].rstrip())
+        if match:
+            drawn[match[1]] = {n.strip() for n in match[2].split(",") if n.strip()}
+    assert drawn == ALLOWED
 
 
 def test_every_package_is_in_the_table() -> None:

@@ -18,9 +18,9 @@ import orjson
 import pandas as pd
 import pytest
 
-from tests.sweep.test_sweep_data import START, month, sample_names, write_month
 from twice.cli import main
 from twice.engine import analyze
+from twice.lab.month import START, month, sample_names, write_month
 from twice.store import open_store
 from twice.store.sweeps import SweepGroup, get_sweep, sweep_groups
 from twice.sweep.run import Plan, batches, run_sweep

@@ -11,8 +11,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from tests.sweep.test_sweep_data import month
 from tests.web.conftest import run_app
+from twice.lab.month import month
 from twice.store import open_store
 from twice.store.sweeps import SweepGroup, sweep_groups
 from twice.sweep.run import run_sweep

@@ -13,7 +13,8 @@ from typing import Any
 import pandas as pd
 
 from twice.connectors.provider.timeline_file import to_bytes
-from twice.engine import LAYER_ORDER, Analysis, analyze
+from twice.engine import Analysis, analyze
+from twice.layers import LAYERS
 from twice.store.dialect import dumps, loads
 from twice.store.model import Summary, WarningLike, new_id, valid_id
 from twice.timeline import validate
@@ -53,7 +54,8 @@ def prepare(title: str, timeline: pd.DataFrame, *, provider: str, sources: Seque
         if group.worst_layer is not None:
             worst.append(group.worst_layer)
         layers.update(str(d.layer.value) for d in group.duplicates)
-    worst_layer = min(worst, key=LAYER_ORDER.index).value if worst else None
+    # the worst found: the layers table's severity, as the engine's Group.worst_layer
+    worst_layer = min(worst, key=lambda layer: LAYERS[layer].severity).value if worst else None
     found_sources = sorted(set(timeline["source"].dropna().astype(str)) | set(sources))
     clean_tags = list(dict.fromkeys(t.strip() for t in tags if t.strip()))
     summary = Summary(id=inv_id, title=title, created_at=datetime.now(UTC), provider=provider,
