@@ -31,18 +31,11 @@ from pathlib import Path
 
 import orjson
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from twice.lab.otlp_json import attribute  # noqa: E402
+
 T0 = 1_717_424_400  # 2024-06-03T14:20:00Z
-
-
-def _attr(key: str, value: object) -> dict[str, object]:
-    if isinstance(value, bool):
-        return {"key": key, "value": {"boolValue": value}}
-    if isinstance(value, int):
-        return {"key": key, "value": {"intValue": str(value)}}
-    if isinstance(value, list):
-        return {"key": key, "value": {"arrayValue": {"values": [{"stringValue": v}
-                                                                 for v in value]}}}
-    return {"key": key, "value": {"stringValue": str(value)}}
 
 
 def generate(folder: Path, n_events: int, n_spans: int, n_checkpoints: int, seed: int) -> dict:
@@ -106,11 +99,11 @@ def call_spans(i: int, r: int, tr: float, key: str, req: str, tcid: str, thread:
         "kind": 1, "startTimeUnixNano": str(start),
         "endTimeUnixNano": str(start + 900_000_000), "status": {"code": 1},
         "attributes": [
-            _attr("gen_ai.operation.name", "execute_tool"),
-            _attr("gen_ai.tool.name", "charge_subscription"),
-            _attr("gen_ai.tool.call.id", tcid),
-            _attr("gen_ai.conversation.id", thread),
-            _attr("gen_ai.tool.call.arguments", json.dumps(
+            attribute("gen_ai.operation.name", "execute_tool"),
+            attribute("gen_ai.tool.name", "charge_subscription"),
+            attribute("gen_ai.tool.call.id", tcid),
+            attribute("gen_ai.conversation.id", thread),
+            attribute("gen_ai.tool.call.arguments", json.dumps(
                 {"customer_id": customer, "amount": amount, "currency": "usd"})),
         ]}, {
         "traceId": trace, "spanId": f"{i:08x}{r + 8:08x}",
@@ -118,19 +111,19 @@ def call_spans(i: int, r: int, tr: float, key: str, req: str, tcid: str, thread:
         "startTimeUnixNano": str(start + 100_000_000),
         "endTimeUnixNano": str(start + 700_000_000), "status": {"code": 0},
         "attributes": [
-            _attr("http.request.method", "POST"),
-            _attr("url.full", "https://api.stripe.com/v1/payment_intents"),
-            _attr("http.response.status_code", 200),
-            _attr("http.request.resend_count", 0),
-            _attr("http.request.header.idempotency-key", [key]),
-            _attr("http.response.header.request-id", [req]),
+            attribute("http.request.method", "POST"),
+            attribute("url.full", "https://api.stripe.com/v1/payment_intents"),
+            attribute("http.response.status_code", 200),
+            attribute("http.request.resend_count", 0),
+            attribute("http.request.header.idempotency-key", [key]),
+            attribute("http.response.header.request-id", [req]),
         ]}]
 
 
 def _export(spans: list[dict]) -> dict:
     return {"resourceSpans": [{
-        "resource": {"attributes": [_attr("service.name", "billing-agent"),
-                                    _attr("host.name", "worker-a")]},
+        "resource": {"attributes": [attribute("service.name", "billing-agent"),
+                                    attribute("host.name", "worker-a")]},
         "scopeSpans": [{"scope": {"name": "twice.bench"}, "spans": spans}]}]}
 
 

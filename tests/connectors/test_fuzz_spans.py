@@ -33,6 +33,7 @@ from tests.connectors.fuzz_inputs import NASTY, json_text, json_values, mutate
 from tests.connectors.fuzz_summary import check, fuzz_settings, record
 from twice.connectors import spans
 from twice.connectors.base import LoadResult, SourceError
+from twice.lab.otlp_json import attribute
 
 CORPUS = Path(__file__).parents[1] / "corpus" / "spans"
 DATA = Path(__file__).parent / "data" / "spans"
@@ -40,49 +41,38 @@ T0 = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z in ns
 TRACE = "5b8efff798038103d269b633813fc60c"
 
 
-def _attr(key: str, value: Any) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"key": key, "value": {"boolValue": value}}
-    if isinstance(value, int):
-        return {"key": key, "value": {"intValue": str(value)}}
-    if isinstance(value, list):
-        return {"key": key, "value": {"arrayValue": {"values": [{"stringValue": v}
-                                                                 for v in value]}}}
-    return {"key": key, "value": {"stringValue": value}}
-
-
 def _otlp(*span_list: dict[str, Any]) -> dict[str, Any]:
     return {"resourceSpans": [{
-        "resource": {"attributes": [_attr("host.name", "worker-a"),
-                                    _attr("service.name", "billing-agent")]},
+        "resource": {"attributes": [attribute("host.name", "worker-a"),
+                                    attribute("service.name", "billing-agent")]},
         "scopeSpans": [{"scope": {"name": "lab"}, "spans": list(span_list)}]}]}
 
 
 TOOL = {"traceId": TRACE, "spanId": "00000000000000a1", "name": "execute_tool charge", "kind": 1,
         "startTimeUnixNano": str(T0), "endTimeUnixNano": str(T0 + 900_000_000),
         "status": {"code": 1},
-        "attributes": [_attr("gen_ai.tool.call.id", "toolu_1"),
-                       _attr("gen_ai.conversation.id", "thread-7"),
-                       _attr("gen_ai.tool.call.arguments",
+        "attributes": [attribute("gen_ai.tool.call.id", "toolu_1"),
+                       attribute("gen_ai.conversation.id", "thread-7"),
+                       attribute("gen_ai.tool.call.arguments",
                              '{"customer": "cus_9", "amount": 5000, "currency": "usd"}')]}
 HTTP = {"traceId": TRACE, "spanId": "00000000000000b1", "parentSpanId": "00000000000000a1",
         "name": "POST", "kind": 3, "startTimeUnixNano": str(T0 + 100_000_000),
         "endTimeUnixNano": str(T0 + 700_000_000), "status": {"code": 2, "message": "timed out"},
-        "attributes": [_attr("http.request.method", "POST"),
-                       _attr("url.full", "https://api.stripe.com/v1/charges?x=1"),
-                       _attr("http.response.status_code", 502),
-                       _attr("http.request.resend_count", 1),
-                       _attr("http.request.header.idempotency-key", ["key-1"]),
-                       _attr("http.response.header.request-id", ["req_1"])],
+        "attributes": [attribute("http.request.method", "POST"),
+                       attribute("url.full", "https://api.stripe.com/v1/charges?x=1"),
+                       attribute("http.response.status_code", 502),
+                       attribute("http.request.resend_count", 1),
+                       attribute("http.request.header.idempotency-key", ["key-1"]),
+                       attribute("http.response.header.request-id", ["req_1"])],
         "events": [{"name": "exception", "timeUnixNano": str(T0 + 700_000_000), "attributes": [
-            _attr("exception.type", "httpx.ReadTimeout"),
-            _attr("exception.message", "The read operation timed out")]}]}
+            attribute("exception.type", "httpx.ReadTimeout"),
+            attribute("exception.message", "The read operation timed out")]}]}
 RECEIVE = {"traceId": "6e0c63257de34c926e0c63257de34c92", "spanId": "00000000000000c1",
            "name": "runs process", "kind": 5, "startTimeUnixNano": str(T0 + 10**12),
            "endTimeUnixNano": str(T0 + 10**12 + 10**9),
-           "attributes": [_attr("messaging.message.id", "m-1"),
-                          _attr("messaging.sqs.message.approximate_receive_count", 2),
-                          _attr("langgraph.thread_id", "thread-7")]}
+           "attributes": [attribute("messaging.message.id", "m-1"),
+                          attribute("messaging.sqs.message.approximate_receive_count", 2),
+                          attribute("langgraph.thread_id", "thread-7")]}
 VALID_OTLP = [_otlp(TOOL, HTTP), _otlp(RECEIVE)]  # two export objects: two lines
 VALID_JAEGER = orjson.loads((DATA / "jaeger_traces.json").read_bytes())
 
@@ -323,7 +313,7 @@ def test_a_300_mb_file_is_read_a_line_at_a_time(tmp_path: Path) -> None:
     /proc/self/status (VmHWM, restarted just before the load), not getrusage's ru_maxrss, which
     a child forked from a big pytest process inherits."""
     path = tmp_path / "big.jsonl"
-    prompt = _attr("gen_ai.prompt", "p" * 20_000)
+    prompt = attribute("gen_ai.prompt", "p" * 20_000)
     lines = 0
     with path.open("wb") as out:
         while out.tell() < 300 * 2**20:

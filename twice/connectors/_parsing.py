@@ -7,6 +7,9 @@ Private to twice.connectors: a connector imports these from here, never from ano
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeGuard
@@ -130,3 +133,52 @@ def as_int(value: Any) -> int | None:
     if isinstance(value, str):  # a str subclass
         return as_int(str(value))
     return None
+
+
+# --- trace and span ids, span times: as OTLP, Jaeger and the trace backends write them
+
+MAX_NS = 2**63 - 1  # pandas' datetime64[ns] range ends here (year 2262)
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_LOWER_HEX_DIGITS = "0123456789abcdef"
+
+
+def _normalise_id(value: Any, n_bytes: int) -> str | None:
+    """Lower-case hex of a trace/span id given as hex (maybe short: Jaeger drops leading zeros)
+    or as base64 of the raw bytes (some OTLP JSON writers); None when unusable or all zeros."""
+    if not isinstance(value, str) or not value:
+        return None
+    width = 2 * n_bytes
+    if len(value) == width and not value.strip(_LOWER_HEX_DIGITS):
+        text = value  # already in the canonical form (the usual case): nothing to convert
+    elif len(value) <= width and _HEX.fullmatch(value):
+        text = value.lower().rjust(width, "0")
+    else:
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        if len(raw) != n_bytes:
+            return None
+        text = raw.hex()
+    return None if text.strip("0") == "" else text
+
+
+def trace_id_hex(value: Any) -> str | None:
+    return _normalise_id(value, 16)
+
+
+def span_id_hex(value: Any) -> str | None:
+    return _normalise_id(value, 8)
+
+
+def epoch_ns(value: Any, scale: int = 1) -> int | None:
+    """Nanoseconds since the epoch from a count of (1/scale)-ns units; None if unusable."""
+    number: int | None
+    if type(value) is str and value.isdigit() and value.isascii() and len(value) <= 19:
+        number = int(value)  # the usual case: OTLP's decimal string of ns
+    else:
+        number = as_int(value)
+    if number is None or number <= 0:
+        return None
+    ns = number * scale
+    return ns if ns <= MAX_NS else None

@@ -12,7 +12,8 @@ Limits, so that a huge or junk file answers quickly with bounded memory:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,18 +40,25 @@ def check_size(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> None:
             "reads: cut it to the incident's time window first"))
 
 
+@contextmanager
+def reading(path: str | Path) -> Iterator[None]:
+    """Opening or reading `path` failing (missing, a folder, unreadable) as one SourceError."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise SourceError(str(path), "file not found") from None
+    except IsADirectoryError:
+        raise SourceError(str(path), "is a folder, expected a file") from None
+    except OSError as exc:
+        raise SourceError(str(path), f"cannot read: {exc.strerror or exc}") from None
+
+
 def open_bytes(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     """The file's bytes; SourceError when it is missing, a folder, unreadable or too big."""
     p = Path(path)
     check_size(p, max_bytes)
-    try:
+    with reading(p):
         return p.read_bytes()
-    except FileNotFoundError:
-        raise SourceError(str(p), "file not found") from None
-    except IsADirectoryError:
-        raise SourceError(str(p), "is a folder, expected a file") from None
-    except OSError as exc:
-        raise SourceError(str(p), f"cannot read: {exc.strerror or exc}") from None
 
 
 def json_documents(
@@ -84,27 +92,47 @@ def json_documents(
             warnings.append(SourceWarning(name, "invalid UTF-8 bytes replaced with U+FFFD"))
             yield name, value
             return
-    good = 0
-    bad = 0
-    for lineno, line in lines(raw):
-        if line is None:
+    yield from parse_lines(name, lines(raw), warnings, bad_lead=MAX_BAD_LEAD)
+
+
+def parse_lines(name: str, numbered: Iterable[tuple[int, bytes | None]],
+                warnings: list[SourceWarning], *, max_line: int = MAX_LINE_BYTES,
+                decode: Callable[[bytes], Any] | None = None,
+                parsed: tuple[int, Any] | None = None,
+                bad_lead: int | None = None) -> Iterator[tuple[str, Any]]:
+    """(locator "path:line", value) for each non-blank line of `numbered` (`lines` gives them)
+    that parses; a line too long (None) or not JSON is a warning and is skipped.
+
+    `decode`: a faster reader tried on each line first (its None means "use orjson");
+    `parsed`: a line the caller parsed already (its number, its value); `bad_lead`: that many
+    lines failing before any parses mean the file is not JSON lines. Raises SourceError when no
+    line parses."""
+    good = bad = 0
+    for n, text in numbered:
+        if text is None:
             bad += 1
             warnings.append(SourceWarning(
-                f"{name}:{lineno}", f"line longer than {MAX_LINE_BYTES // 2**20} MiB; skipped"))
+                f"{name}:{n}", f"line longer than {max_line // 2**20} MiB; skipped"))
             continue
-        if not line.strip():
+        if not text.strip():
             continue
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            bad += 1
-            warnings.append(SourceWarning(f"{name}:{lineno}", f"not valid JSON ({exc}); skipped"))
-            if good == 0 and bad >= MAX_BAD_LEAD:
-                raise SourceError(name, f"not JSON or JSON lines (the first {bad} lines do not "
-                                        "parse)") from None
-            continue
+        if parsed is not None and n == parsed[0]:
+            value, parsed = parsed[1], None
+        elif decode is not None and (value := decode(text)) is not None:
+            pass
+        else:
+            try:
+                value = orjson.loads(text)
+            except orjson.JSONDecodeError as exc:
+                bad += 1
+                warnings.append(SourceWarning(f"{name}:{n}", f"not valid JSON ({exc}); skipped"))
+                if bad_lead is not None and good == 0 and bad >= bad_lead:
+                    raise SourceError(name, f"not JSON or JSON lines (the first {bad} lines "
+                                            "do not parse)") from None
+                continue
         good += 1
-        yield f"{name}:{lineno}", value
+        yield f"{name}:{n}", value
+        value = None  # not held while the next line is read
     if good == 0:
         raise SourceError(name, f"not JSON or JSON lines ({bad} unreadable lines)")
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from twice.drills.curriculum import CURRICULUM, Drill, parse_id, variant
+from twice.formats import iso
 
 
 def default_cache() -> Path:
@@ -114,7 +115,7 @@ def skew_provider(folder: Path, seconds: int) -> None:
         names, rows = list(reader.fieldnames or []), list(reader)
     for row in rows:
         at = pd.Timestamp(row["created"]) + pd.Timedelta(seconds=seconds)
-        row["created"] = at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        row["created"] = iso(at, "milliseconds")
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=names, lineterminator="\n")
     writer.writeheader()

@@ -20,11 +20,10 @@ import random
 import threading
 import time
 from collections.abc import Iterable
-from http.server import BaseHTTPRequestHandler
-from typing import Any, NamedTuple
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
-from twice.lab.loopback import LoopbackServer, LoopbackService
+from twice.lab.loopback import LoopbackHandler, LoopbackService
 
 HOP_BY_HOP = {
     "connection",
@@ -65,21 +64,11 @@ def _retryable(outcome: str, retry_on: frozenset[str]) -> bool:
     )
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out as two writes: no 40 ms stall
-    server: LoopbackServer
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        self.server.owner._proxy(self)
-
-    do_POST = do_GET  # noqa: N815
-    do_PUT = do_GET  # noqa: N815
-    do_DELETE = do_GET  # noqa: N815
-    do_PATCH = do_GET  # noqa: N815
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
+class _Handler(LoopbackHandler):
+    do_POST = LoopbackHandler.do_GET  # noqa: N815
+    do_PUT = LoopbackHandler.do_GET  # noqa: N815
+    do_DELETE = LoopbackHandler.do_GET  # noqa: N815
+    do_PATCH = LoopbackHandler.do_GET  # noqa: N815
 
 
 class Gateway(LoopbackService):
@@ -117,7 +106,7 @@ class Gateway(LoopbackService):
         with self._lock:
             return self._random.uniform(0, ceiling)
 
-    def _proxy(self, handler: _Handler) -> None:
+    def answer(self, handler: _Handler) -> None:  # type: ignore[override]
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length) if length else b""
         headers = [

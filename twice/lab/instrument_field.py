@@ -61,22 +61,13 @@ class _RoutingTracer(trace.Tracer):
         provider = _ACTIVE.get()
         return None if provider is None else provider.get_tracer(*self._scope)
 
-    def start_span(
-        self,
-        name: str,
-        context: Context | None = None,
-        kind: SpanKind = SpanKind.INTERNAL,
-        attributes: types.Attributes = None,
-        links: Sequence[Link] | None = None,
-        start_time: int | None = None,
-        record_exception: bool = True,
-        set_status_on_exception: bool = True,
-    ) -> Span:
+    def start_span(self, name: str, *args: Any, **kwargs: Any) -> Span:
+        """As `Tracer.start_span` (its arguments passed on as given)."""
         target = self._target()
         if target is None:
+            context = kwargs.get("context", args[0] if args else None)
             return trace.NonRecordingSpan(trace.get_current_span(context).get_span_context())
-        return target.start_span(name, context, kind, attributes, links, start_time,
-                                 record_exception, set_status_on_exception)
+        return target.start_span(name, *args, **kwargs)
 
     # the API types this as its private `_AgnosticContextManager`; a plain one works the same
     @contextmanager
@@ -92,17 +83,12 @@ class _RoutingTracer(trace.Tracer):
         set_status_on_exception: bool = True,
         end_on_exit: bool = True,
     ) -> Iterator[Span]:
-        target = self._target()
-        if target is not None:
-            with target.start_as_current_span(
-                name, context, kind, attributes, links, start_time, record_exception,
-                set_status_on_exception, end_on_exit,
-            ) as span:
-                yield span
-            return
-        passthrough = trace.NonRecordingSpan(trace.get_current_span(context).get_span_context())
-        with trace.use_span(passthrough, end_on_exit=end_on_exit) as span:
-            yield span
+        """`start_span` made current, as the SDK's own tracer does it."""
+        span = self.start_span(name, context, kind, attributes, links, start_time,
+                               record_exception, set_status_on_exception)
+        with trace.use_span(span, end_on_exit=end_on_exit, record_exception=record_exception,
+                            set_status_on_exception=set_status_on_exception) as current:
+            yield current
 
 
 class RoutingTracerProvider(trace.TracerProvider):

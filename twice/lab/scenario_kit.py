@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.messages import AIMessage
@@ -11,7 +12,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from twice.lab.agent import Worker
 from twice.lab.incident import Story, Truth
 from twice.lab.lab_run import AMOUNTS, Bench
-from twice.lab.stripe_server import RequestRecord
+from twice.lab.stripe_server import Fault, RequestRecord
 from twice.lab.truth_detail import thread_of
 
 REAL_TIMEOUT = 0.25  # the lab's real client timeout, seconds ...
@@ -35,6 +36,18 @@ def tool_call_ids(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> lis
 def ask(b: Bench, amount: int | None = None, note: str = "monthly renewal") -> str:
     amount = amount or b.rng.choice(AMOUNTS)
     return f"Please charge {b.customer} {amount} usd for subscription {b.subscription()} ({note})."
+
+
+def run_incident(b: Bench, worker: Worker, fault: Fault) -> tuple[str, list[str]]:
+    """The scenarios' usual run: noise, a pause, the provider's fault armed, the incident's
+    thread asking for one charge, noise again. Returns the thread and its tool call ids."""
+    b.noise(worker)
+    b.clock.advance(b.rng.uniform(3, 20))
+    b.server.add_fault(fault)
+    thread = b.new_thread()
+    worker.run(thread, ask(b))
+    b.noise(worker)
+    return thread, tool_call_ids(b.checkpointer, thread)
 
 
 def truth_for(b: Bench, name: str, layer: str, thread: str, ids: list[str], text: str) -> Truth:
@@ -73,3 +86,13 @@ def land_run_at(b: Bench, worker: Worker, thread: str, text: str, at: dt.datetim
     worker.run(thread, text)
     if b.clock.now() < before:
         b.travel_to(before)
+
+
+def land_second_thread(b: Bench, worker: Worker, after: str, text: Callable[[], str],
+                       lag: tuple[float, float]) -> str:
+    """A new thread on `worker` whose charge lands a drawn `lag` (seconds) after the first
+    charge of thread `after`; `text` (its request) is made once the thread is. Returns it."""
+    other = b.new_thread()
+    charged = first_charge_at(b, after)
+    land_run_at(b, worker, other, text(), charged + dt.timedelta(seconds=b.rng.uniform(*lag)))
+    return other

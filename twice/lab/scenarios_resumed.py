@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from twice.lab.agent import KeyMode, ToolOptions, WorkerCrashed
-from twice.lab.incident import Story
 from twice.lab.lab_run import Bench
 from twice.lab.pg_queue import PgRunQueue
 from twice.lab.queue import QUEUE_NAME, RunQueue
 from twice.lab.scenario_kit import ScenarioResult, ask, tool_call_ids, truth_for
+from twice.lab.stories import narrative
 
 QueueKind = Literal["auto", "sqs", "postgres"]
 
@@ -92,31 +92,11 @@ def redelivery(
             wait = 20.0 if not sends else min(20.0, max(0.5, sends[0] - elapsed))
             b.clock.advance(wait)
     ids = tool_call_ids(b.checkpointer, thread)
-    truth = truth_for(
-        b, "redelivery", "redelivery", thread, ids,
-        f"worker-a died after the charge and before the checkpoint; {queue_text} redelivered "
-        "the run "
-        f"after the {visibility_timeout} s visibility timeout to worker-b, which resumed from "
-        "the checkpoint and re-ran the tool call with a new random key.",
-    )
-    story = Story(
-        "the queue redelivered the run to another worker",
-        f"Runs arrive on {'a PostgreSQL table queue' if on_pg else 'an SQS queue (moto)'} "
-        f"with a {visibility_timeout} s visibility timeout. "
-        "worker-a received the run, the model asked for the charge and the provider created "
-        "the PaymentIntent; then worker-a died (killed before LangGraph wrote the tool step's "
-        "checkpoint) and never deleted the message. After the visibility timeout worker-b "
-        f"received it (`{count_text}` 2), found the thread's checkpoint with the tool "
-        "step still pending and resumed it: the same tool call ran again with a NEW random key.",
-        "Duplicate, layer **redelivery**: two provider requests minutes apart (about the "
-        "visibility timeout: the two receives are >= the timeout apart; the charges are that "
-        "less worker-a's model turn before its charge, plus worker-b's poll wait), different "
-        "keys, the same tool call id, checkpoints from "
-        f"worker-a then worker-b minutes apart, and a queue receive with {count_text} 2 "
-        f"(`{'queue.jsonl' if on_pg else 'sqs.jsonl'}`). worker-a's tool span was lost with "
-        "the process (its HTTP span is an orphan). Fix: derive the key from "
-        "`thread_id:tool_call_id`.",
-    )
+    text, story = narrative(
+        "redelivery", queue_text=queue_text, visibility_timeout=visibility_timeout,
+        queue_kind="a PostgreSQL table queue" if on_pg else "an SQS queue (moto)",
+        count_text=count_text, receive_log="queue.jsonl" if on_pg else "sqs.jsonl")
+    truth = truth_for(b, "redelivery", "redelivery", thread, ids, text)
     return truth, story
 
 
@@ -150,30 +130,7 @@ def human_pause(
     b.noise(worker_b)
     ids = tool_call_ids(b.checkpointer, thread)
     fixed = effects == "ledger"
-    truth = truth_for(
-        b, "human_pause", "none" if fixed else "redelivery", thread, ids,
-        f"The tool charged with a derived key, then paused for a human's approval "
-        f"(LangGraph interrupt); worker-b resumed the run {pause / 3600:.1f} h later and the tool "
-        "ran again with the SAME key, which the provider had pruned after 24 h: two charges."
-        if not fixed else
-        "The same pause and resume, but the tool looked its derived key up in its own "
-        "`agent_effects` table first and did not call the provider again: one charge.",
-    )
-    story = Story(
-        "a human pause longer than the key retention",
-        "The tool creates the PaymentIntent with an idempotency key derived from "
-        "`thread_id:tool_call_id` (the fix for rows 1-4), then asks a human to approve "
-        "provisioning the plan: LangGraph `interrupt()` inside the tool. The run's checkpoint "
-        "holds the pending tool call, not its result. The reviewer answered "
-        f"{pause / 3600:.1f} h later; worker-b resumed the thread with `Command(resume=...)` "
-        "and LangGraph ran the tool again from its first line: the same tool call id, the "
-        "same derived key. Stripe keeps keys for at least 24 h, no longer: the provider had "
-        "pruned the key and treated the request as new.",
-        "Duplicate, layer **redelivery** (the run was picked up again, hours later): the same "
-        "tool call id and the SAME idempotency key on two creating requests more than 24 h "
-        "apart, checkpoints from worker-a then worker-b, and the finding `key_expired`. Fix: "
-        "a durable record of the agent's own effects, checked before the create (here a "
-        "`agent_effects` table in the checkpointer's database, keyed by the derived key), or "
-        "look the PaymentIntent up by its metadata before charging again.",
-    )
+    text, story = narrative(
+        "human_pause", truth="truth_fixed" if fixed else "truth", pause_hours=pause / 3600)
+    truth = truth_for(b, "human_pause", "none" if fixed else "redelivery", thread, ids, text)
     return truth, story

@@ -22,10 +22,10 @@ import csv
 import json
 import math
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from twice.formats import iso
 from twice.lab.stripe_wire import newest_first
 
 if TYPE_CHECKING:
@@ -34,25 +34,17 @@ if TYPE_CHECKING:
 Precision = Literal["ms", "s"]
 
 ERROR_FIELDS = ("type", "charge", "code", "decline_code", "message", "param")
-REQUEST_LOG_COLUMNS = (
-    "request_id",
-    "created",
-    "method",
-    "path",
-    "idempotency_key",
-    "status",
-    "body",
-    "replayed",
-)
+REQUEST_LOG_COLUMNS = ("request_id", "created", "method", "path", "idempotency_key", "status",
+                       "body", "replayed")
 
 
 def iso_utc_ms(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso(ts, "milliseconds")
 
 
 def iso_utc_s(ts: float) -> str:
     """Whole seconds, truncated as a display truncates them (12:00:00.999 shows 12:00:00)."""
-    return datetime.fromtimestamp(math.floor(ts), UTC).isoformat().replace("+00:00", "Z")
+    return iso(math.floor(ts))
 
 
 def events_listing(events: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -37,12 +37,11 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from twice.lab.loopback import LoopbackServer, LoopbackService
+from twice.lab.loopback import LoopbackHandler, LoopbackService
 from twice.lab.stripe_access import IdempotencyKeys, StoredResponse, authenticate, mask_key
 from twice.lab.stripe_billing import FINALIZE_AFTER_SECONDS
 from twice.lab.stripe_logs import Precision, write_events, write_logs_tail, write_request_log
@@ -125,19 +124,9 @@ def _json_bytes(obj: JsonObject) -> bytes:
     return (json.dumps(obj, indent=2) + "\n").encode()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out as two writes: no 40 ms stall
-    server: LoopbackServer
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        self.server.owner._handle(self)
-
-    do_POST = do_GET  # noqa: N815
-    do_DELETE = do_GET  # noqa: N815
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass  # the server keeps its own request log
+class _Handler(LoopbackHandler):
+    do_POST = LoopbackHandler.do_GET  # noqa: N815
+    do_DELETE = LoopbackHandler.do_GET  # noqa: N815
 
     def finish(self) -> None:
         try:
@@ -281,7 +270,7 @@ class StripeServer(LoopbackService):
         return write_request_log(self.requests, path, precision=precision)
 
     # -- request handling -----------------------------------------------------------------
-    def _handle(self, handler: _Handler) -> None:
+    def answer(self, handler: _Handler) -> None:  # type: ignore[override]
         now = self.now()
         request_id = self.ids.request_id()
         method = handler.command.upper()

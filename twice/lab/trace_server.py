@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from twice.lab.loopback import LoopbackServer, LoopbackService
+from twice.lab.loopback import LoopbackService
 
 __all__ = ["OtlpStore", "TraceQLError", "TraceServer", "parse_traceql", "read_exports"]
 
@@ -324,20 +324,7 @@ def _same(attr: Any, literal: Any) -> bool:
 
 
 # -- the server ---------------------------------------------------------------------------------
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out as two writes: no 40 ms stall
-    server: LoopbackServer
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        self.server.owner._handle(self)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
-
-
 class TraceServer(OtlpStore, LoopbackService):
-    handler = _Handler
     thread_name = "lab-trace-server"
 
     """Spans in memory, served as Jaeger and as Tempo on 127.0.0.1 (free port)."""
@@ -351,7 +338,7 @@ class TraceServer(OtlpStore, LoopbackService):
         OtlpStore.__init__(self, read_exports(spans))
 
     # -- HTTP -------------------------------------------------------------------------------
-    def _handle(self, req: BaseHTTPRequestHandler) -> None:
+    def answer(self, req: BaseHTTPRequestHandler) -> None:
         url = urlsplit(req.path)
         params = {k: v[-1] for k, v in parse_qs(url.query).items()}
         user = self._basic_user(req.headers.get("Authorization"))

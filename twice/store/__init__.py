@@ -1,7 +1,7 @@
 """Saved investigations (and sweeps): SQLite in the user's data dir by default, PostgreSQL for
 a team.
 
-- `model`: what is saved (notes, overrides, the summary, the snapshot) and the store's errors;
+- `model`: what is saved (notes, overrides, the summary, the snapshot); `errors`: what it raises;
 - `prepare`: what saving computes before it writes; `location`: which store `open_store` opens;
 - `sql`: the one SQL layer (every query, `Store.transaction()`), over `dialect` (where SQLite
   and PostgreSQL differ) and `schema` (the tables, written once);
@@ -11,14 +11,12 @@ a team.
 
 from __future__ import annotations
 
+from twice.store.errors import InvestigationExists, InvestigationNotFound, StoreError
 from twice.store.location import default_store_path, open_store
 from twice.store.model import (
-    InvestigationExists,
-    InvestigationNotFound,
     Note,
     Override,
     Snapshot,
-    StoreError,
     Summary,
     WarningLike,
     effective_overrides,

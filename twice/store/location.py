@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from twice.connectors.base import redact
-from twice.store.model import StoreError
+from twice.store.errors import StoreError
 from twice.store.sql import Store
 
 ENV_VAR = "TWICE_STORE"

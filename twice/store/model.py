@@ -70,19 +70,6 @@ class Snapshot:
     warnings: list[dict[str, Any]]
 
 
-class StoreError(Exception):
-    """The store cannot do what was asked (unreachable, locked, timed out). Message is safe to
-    show: it names the store with any password removed."""
-
-
-class InvestigationNotFound(StoreError, LookupError):
-    """A note or override was added to an investigation that does not exist (or a bad id)."""
-
-
-class InvestigationExists(StoreError):
-    """`create` was given an id that is already taken."""
-
-
 def valid_id(inv_id: object) -> bool:
     """Ids are checked before any query: a link with a mangled id is simply "not found"."""
     return isinstance(inv_id, str) and ID_PATTERN.fullmatch(inv_id) is not None

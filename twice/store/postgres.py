@@ -9,6 +9,7 @@ call (Streamlit serves sessions from threads), parameterised queries only, a
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -22,7 +23,7 @@ from psycopg.types.string import StrDumperUnknown
 
 from twice.connectors.base import redact
 from twice.store.dialect import postgres
-from twice.store.model import StoreError
+from twice.store.errors import StoreError
 from twice.store.schema import Migration, migrations
 from twice.store.sql import Store, Transaction, migrate
 
@@ -37,18 +38,13 @@ class _NulSafeStr(StrDumperUnknown):
         return super().dump(obj.replace("\x00", "\ufffd"))
 
 
-def _no_nul(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
-    if isinstance(value, dict):
-        return {_no_nul(k): _no_nul(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_no_nul(v) for v in value]
-    return value
+# "\u0000" in JSON text not preceded by another backslash (an even run of them is escaped ones)
+_NUL_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
 
 
 def _json_dumps_nul_safe(value: Any) -> str:
-    return json.dumps(_no_nul(value))
+    # json.dumps writes NUL (in a key or a value) as the escape jsonb refuses: U+FFFD instead
+    return _NUL_ESCAPE.sub(r"\1\\ufffd", json.dumps(value))
 
 
 class PostgresStore(Store):

@@ -15,17 +15,8 @@ import pandas as pd
 
 from twice.engine import Analysis
 from twice.store.dialect import Dialect, loads
-from twice.store.model import (
-    InvestigationExists,
-    InvestigationNotFound,
-    Note,
-    Override,
-    Snapshot,
-    StoreError,
-    Summary,
-    WarningLike,
-    valid_id,
-)
+from twice.store.errors import InvestigationExists, InvestigationNotFound, StoreError
+from twice.store.model import Note, Override, Snapshot, Summary, WarningLike, valid_id
 from twice.store.prepare import Prepared, prepare, timeline_from_parquet
 from twice.store.schema import SCHEMA_VERSION_TABLE, Migration
 from twice.timeline import empty_timeline

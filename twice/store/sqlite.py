@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from twice.store.dialect import SQLITE
-from twice.store.model import StoreError
+from twice.store.errors import StoreError
 from twice.store.schema import Migration, migrations
 from twice.store.sql import Store, Transaction, migrate
 

@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from twice.engine import Analysis, Group
-from twice.formats import utc
+from twice.formats import iso, utc
 from twice.layers import LAYERS, Band, Bands, Layer, usual_suspects
 from twice.store.links import DuplicateKey
 from twice.timeline import Kind
@@ -372,25 +372,19 @@ def _text(value: object) -> str | None:
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, pd.Timestamp):
-        return value.tz_convert("UTC").isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return iso(value, "milliseconds")
     return str(value)
 
 
 def _body(timeline: pd.DataFrame, attempt: pd.Series) -> str | None:
     """The request body the provider logged, else the tool call's arguments."""
-    request_id, call = attempt.get("request_id"), attempt.get("tool_call_id")
-    if isinstance(request_id, str):
-        found = timeline.loc[(timeline["request_id"] == request_id)
-                             & (timeline["kind"] == Kind.PROVIDER_REQUEST.value)
-                             & timeline["args"].notna(), "args"]
-        if len(found):
-            return str(found.iloc[0])
-    if isinstance(call, str):
-        found = timeline.loc[(timeline["tool_call_id"] == call)
-                             & (timeline["kind"] == Kind.TOOL_CALL.value)
-                             & timeline["args"].notna(), "args"]
-        if len(found):
-            return str(found.iloc[0])
+    for column, kind in (("request_id", Kind.PROVIDER_REQUEST), ("tool_call_id", Kind.TOOL_CALL)):
+        value = attempt.get(column)
+        if isinstance(value, str):
+            found = timeline.loc[(timeline[column] == value) & (timeline["kind"] == kind.value)
+                                 & timeline["args"].notna(), "args"]
+            if len(found):
+                return str(found.iloc[0])
     return None
 
 

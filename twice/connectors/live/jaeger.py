@@ -17,9 +17,9 @@ from typing import Any
 import orjson
 
 from twice.connectors import spans
+from twice.connectors._parsing import trace_id_hex
 from twice.connectors.base import LoadResult
 from twice.connectors.live.traces import BackendBase, TraceNotFoundError, epoch_us, require_trace_id
-from twice.connectors.spans.model import trace_id_hex
 
 name = "jaeger"
 

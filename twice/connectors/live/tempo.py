@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from twice.connectors import spans
+from twice.connectors._parsing import trace_id_hex
 from twice.connectors.base import LoadResult
 from twice.connectors.live.traces import (
     BackendBase,
@@ -31,7 +32,6 @@ from twice.connectors.live.traces import (
     tempo_export,
     unix_seconds,
 )
-from twice.connectors.spans.model import trace_id_hex
 
 name = "tempo"
 

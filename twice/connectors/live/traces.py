@@ -24,8 +24,8 @@ from urllib.parse import unquote, urlsplit
 import httpx
 import orjson
 
+from twice.connectors._parsing import trace_id_hex
 from twice.connectors.base import LoadResult, SourceError, redact
-from twice.connectors.spans.model import trace_id_hex
 from twice.formats import utc
 
 __all__ = ["ACCEPTED_FORMS", "Endpoint", "HttpSource", "TraceBackend", "TraceNotFoundError",

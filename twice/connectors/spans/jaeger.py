@@ -15,19 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from twice.connectors._parsing import as_int
+from twice.connectors._parsing import as_int, epoch_ns, span_id_hex, trace_id_hex
 from twice.connectors.base import SourceWarning
 from twice.connectors.spans.interpret import text_value
-from twice.connectors.spans.model import (
-    INT64,
-    MIN_NS,
-    SpanKind,
-    SpanRecord,
-    SpanStatus,
-    epoch_ns,
-    span_id_hex,
-    trace_id_hex,
-)
+from twice.connectors.spans.model import INT64, MIN_NS, SpanKind, SpanRecord, SpanStatus
 
 _KINDS = {k.value: k for k in SpanKind if k != SpanKind.UNKNOWN}
 

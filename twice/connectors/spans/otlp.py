@@ -14,19 +14,9 @@ import operator
 import re
 from typing import Any
 
-from twice.connectors._parsing import as_int
+from twice.connectors._parsing import MAX_NS, as_int, epoch_ns, span_id_hex, trace_id_hex
 from twice.connectors.base import SourceWarning
-from twice.connectors.spans.model import (
-    _MAX_NS,
-    INT64,
-    MIN_NS,
-    SpanKind,
-    SpanRecord,
-    SpanStatus,
-    epoch_ns,
-    span_id_hex,
-    trace_id_hex,
-)
+from twice.connectors.spans.model import INT64, MIN_NS, SpanKind, SpanRecord, SpanStatus
 
 # proto enum values: 0 is SPAN_KIND_UNSPECIFIED / STATUS_CODE_UNSET
 _KINDS = dict(enumerate((SpanKind.INTERNAL, SpanKind.SERVER, SpanKind.CLIENT, SpanKind.PRODUCER,
@@ -307,7 +297,7 @@ def _all_times(values: list[Any]) -> list[int] | None:
     if max(map(len, values)) > 19:
         return None
     numbers = list(map(int, values))
-    return numbers if min(numbers) > 0 and max(numbers) <= _MAX_NS else None
+    return numbers if min(numbers) > 0 and max(numbers) <= MAX_NS else None
 
 
 def _canonical_spans(

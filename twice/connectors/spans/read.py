@@ -19,7 +19,7 @@ from typing import IO, Any
 import orjson
 
 from twice.connectors.base import SourceError, SourceWarning
-from twice.connectors.jsonfile import json_documents
+from twice.connectors.jsonfile import json_documents, parse_lines, reading
 
 MAX_LINE_BYTES = 256 * 2**20  # one OTLP export line of ~300k spans
 MAX_DOCUMENT_BYTES = 256 * 2**20
@@ -27,14 +27,8 @@ _CHUNK = 2**20
 
 
 def _open(path: Path) -> IO[bytes]:
-    try:
+    with reading(path):
         return path.open("rb", buffering=_CHUNK)  # export lines are long: fewer, bigger reads
-    except FileNotFoundError:
-        raise SourceError(str(path), "file not found") from None
-    except IsADirectoryError:
-        raise SourceError(str(path), "is a folder, expected a file") from None
-    except OSError as exc:
-        raise SourceError(str(path), f"cannot read: {exc.strerror or exc}") from None
 
 
 def _lines(fh: IO[bytes], max_line: int) -> Iterator[tuple[int, bytes | None]]:
@@ -95,34 +89,11 @@ def span_documents(
         if first_parses and following is None:
             yield name, doc  # the whole file is this one document
             return
-        good = bad = 0
         pending = [(lineno, line)] + ([following] if following is not None else [])
         first = following = line = None  # held by `pending` until used, and no longer
-        for n, text in _chain(pending, lines):
-            if text is None:
-                bad += 1
-                warnings.append(SourceWarning(
-                    f"{name}:{n}", f"line longer than {max_line // 2**20} MiB; skipped"))
-                continue
-            if not text.strip():
-                continue
-            if n == lineno and first_parses:
-                value = doc
-            elif decode is not None and (value := decode(text)) is not None:
-                pass
-            else:
-                try:
-                    value = orjson.loads(text)
-                except orjson.JSONDecodeError as exc:
-                    bad += 1
-                    warnings.append(SourceWarning(f"{name}:{n}",
-                                                  f"not valid JSON ({exc}); skipped"))
-                    continue
-            good += 1
-            yield f"{name}:{n}", value
-            value = doc = None  # not held while the next line is read
-    if good == 0:
-        raise SourceError(name, f"not JSON or JSON lines ({bad} unreadable lines)")
+        known, doc = ((lineno, doc) if first_parses else None), None
+        yield from parse_lines(name, _chain(pending, lines), warnings, max_line=max_line,
+                               decode=decode, parsed=known)
 
 
 def _chain(

@@ -1,0 +1,17 @@
+"""What the store raises. Every message is safe to show: it names the store with any password
+removed."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """The store cannot do what was asked (unreachable, locked, timed out). Message is safe to
+    show: it names the store with any password removed."""
+
+
+class InvestigationNotFound(StoreError, LookupError):
+    """A note or override was added to an investigation that does not exist (or a bad id)."""
+
+
+class InvestigationExists(StoreError):
+    """`create` was given an id that is already taken."""
