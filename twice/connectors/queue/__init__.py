@@ -1,0 +1,1 @@
+"""Queue receives: what a consumer got from the queue (SQS receive_message results)."""
