@@ -31,6 +31,7 @@ ATTEMPT_COLUMNS = [
     "attempt_id", "at", "request_id", "idempotency_key", "method", "path", "status",
     "object_id", "object_type", "subject", "amount", "currency", "effect", "thread_id",
     "tool_call_id", "origin", "key_recorded", "source", "initiator",
+    "customer_known",  # the provider's objects say who the effect is for (null: nobody)
 ]
 
 # What an event type says about money (Stripe's event types).
@@ -210,6 +211,7 @@ def _flows(events: pd.DataFrame, claimed: set[str]) -> pd.DataFrame:
     out["effect"] = np.where(out["created"], "created", "failed")
     out["source"] = "stripe_events"
     out["key_recorded"] = False
+    out["customer_known"] = out["object_type"].isin(["payment_intent", "charge", "invoice"])
     return out
 
 
@@ -266,6 +268,9 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     merged["source"] = merged["source"].fillna("stripe_events")
     merged["key_recorded"] = merged["key_recorded"].astype("boolean").fillna(False) | evidenced
     merged["initiator"] = "api"
+    # a payment object in Stripe's events always carries `customer` (null: a guest payment)
+    merged["customer_known"] = evidenced & merged["object_type"].isin(
+        ["payment_intent", "charge", "invoice"])
     # a request the events name moved money (they were filtered above); one they do not name
     # is judged by its path: a request to edit a customer or send an invoice is no attempt
     post = merged["method"].fillna("POST").astype(str).str.upper() == "POST"
@@ -287,7 +292,7 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     parts = [d.reindex(columns=ATTEMPT_COLUMNS) for d in (merged, flows) if not d.empty]
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ATTEMPT_COLUMNS)
     out = normalize(out).sort_values(["at", "attempt_id"], kind="stable", ignore_index=True)
-    _infer_replays(out)
+    infer_replays(out)
     return out
 
 
@@ -315,7 +320,7 @@ def normalize(attempts: pd.DataFrame) -> pd.DataFrame:
                 out[col] = pd.to_datetime(out[col], utc=True)
         elif col in ("amount", "status"):
             out[col] = pd.to_numeric(out[col], errors="coerce").astype("Int64")
-        elif col == "key_recorded":
+        elif col in ("key_recorded", "customer_known"):
             out[col] = out[col].astype("boolean").fillna(False).astype(bool)
         else:
             out[col] = out[col].astype(object).where(out[col].notna(), None)
@@ -334,7 +339,7 @@ def _effects(df: pd.DataFrame, events_loaded: bool) -> pd.Series:
     return effect
 
 
-def _infer_replays(attempts: pd.DataFrame) -> None:
+def infer_replays(attempts: pd.DataFrame) -> None:
     """A request whose key another request created an effect with, and that created nothing
     itself, was answered from the provider's idempotency cache: replayed."""
     if attempts.empty:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from twice.clocks import NS, ClockOffset, align, stab
+from twice.attempts import infer_replays, moves_money, normalize
+from twice.clocks import NS, ClockOffset, align, span_end, stab
 from twice.timeline import Kind, derived_key
 
 __all__ = ["NS", "ClockOffset", "agree", "link"]
@@ -60,6 +61,22 @@ def agree(left: pd.DataFrame, right: pd.DataFrame, columns: tuple[str, ...] = _C
         both = (x != None) & (y != None)  # noqa: E711 - element-wise over object arrays
         ok &= ~both | (x == y)
     return ok
+
+
+NO_CUSTOMER = ""  # a subject the provider knows to be empty, for `agree`
+
+
+def provider_content(att: pd.DataFrame) -> pd.DataFrame:
+    """Attempts with what the provider knows of their effect: a payment object in Stripe's
+    events always carries its `customer`, so a null there is a payment without a customer (a
+    guest checkout), which agrees with no tool call that named one; elsewhere null stays
+    unknown."""
+    if "customer_known" not in att:
+        return att
+    empty = att["customer_known"].fillna(False).astype(bool) & att["subject"].isna()
+    if not empty.any():
+        return att
+    return att.assign(subject=att["subject"].where(~empty, NO_CUSTOMER))
 
 
 def _known(frame: pd.DataFrame, columns: tuple[str, ...] = _CONTENT) -> np.ndarray:
@@ -107,9 +124,12 @@ def _http_spans(timeline: pd.DataFrame) -> pd.DataFrame:
     """HTTP client spans, with the tool call and the effect fields of the tool span above them
     (when the instrumentation nests them)."""
     http = _frame(timeline, Kind.HTTP_SPAN, [
-        "span_id", "at", "end", "parent_span_id", "tool_call_id", "thread_id", "resend_count",
-        "proxy_attempt", "worker", "request_id", "idempotency_key", "method", "path",
-        "trace_id"])
+        "span_id", "at", "at_aligned", "end", "parent_span_id", "tool_call_id", "thread_id",
+        "resend_count", "proxy_attempt", "worker", "request_id", "idempotency_key", "method",
+        "path", "trace_id", "status", "outcome"])
+    # on the reference clock (a host's clock may run off the others')
+    http = http.assign(end=span_end(http).where(http["end"].notna()), at=http["at_aligned"])
+    http = http.drop(columns="at_aligned")
     tools = _frame(timeline, Kind.TOOL_SPAN,
                    ["span_id", "subject", "amount", "currency", "tool_call_id", "thread_id"])
     http = http.merge(tools.rename(columns=lambda c: f"tool_{c}"),
@@ -157,6 +177,8 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
     tol_ns = int(_tolerance(offsets, tolerance_s) * NS)
     res_ns = NS if _whole_seconds(att["at_raw"]) else 0
 
+    http = _http_spans(aligned)  # on the reference clock now
+    att, strong = _requests_only_spans_name(att, http, strong, provider_offset)
     _apply_http(att, strong, http, trusted=True)
     _link_derived_keys(att, timeline)
 
@@ -173,6 +195,41 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
         att.loc[solo, "time_basis"] = "http_span"
     att["at"] = pd.to_datetime(att["at"], utc=True)
     return att.sort_values(["at", "attempt_id"], ignore_index=True), aligned, offsets
+
+
+def _requests_only_spans_name(att: pd.DataFrame, http: pd.DataFrame, strong: pd.DataFrame,
+                              provider_offset: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Provider requests known only from the client span that captured their request id (an
+    idempotent replay emits no event, and events are often the only export): attempts too,
+    on the span's time, answered as the span says (replayed, refused or unknown)."""
+    if att.empty or "request_id" not in http:
+        return att, strong
+    named = http[http["request_id"].notna() & ~http["request_id"].isin(att["request_id"])
+                 & (http["method"].fillna("POST").str.upper() == "POST")
+                 & http["path"].map(moves_money).astype(bool)].drop_duplicates("request_id")
+    if named.empty:
+        return att, strong
+    status = pd.to_numeric(named["status"], errors="coerce")
+    effect = np.where(named["outcome"] == "replayed", "replayed",
+                      np.where(status >= 400, "failed", "unknown"))
+    at = pd.to_datetime(named["at"], utc=True)
+    extra = pd.DataFrame({
+        "attempt_id": named["request_id"].to_numpy(), "request_id": named["request_id"].to_numpy(),
+        "at": at.to_numpy(), "at_raw": (at + pd.to_timedelta(provider_offset, unit="s")).to_numpy(),
+        "idempotency_key": named["idempotency_key"].to_numpy(), "method": "POST",
+        "path": named["path"].to_numpy(), "status": status.to_numpy(), "effect": effect,
+        "source": "spans", "key_recorded": False, "initiator": "api",
+        "subject": named["subject"].to_numpy(), "amount": named["amount"].to_numpy(),
+        "currency": named["currency"].to_numpy(), "time_basis": "http_span",
+    })
+    extra = normalize(extra.reindex(columns=att.columns))
+    extra["at"] = pd.to_datetime(extra["at"], utc=True)
+    extra.index = pd.RangeIndex(len(att), len(att) + len(extra))
+    out = pd.concat([att, extra])
+    matched = named.assign(link="request_id").set_index(extra.index)
+    infer_replays(out)
+    return out, pd.concat([strong, matched[[c for c in matched.columns if c in _HTTP_COLS]
+                                           + ["link"]]])
 
 
 def _tolerance(offsets: list[ClockOffset], most: float) -> float:
@@ -222,7 +279,7 @@ def _candidates(att: pd.DataFrame, need: pd.Series, windows: pd.DataFrame, tol_n
     know agreeing, never another thread or tool call than the attempt already has. Columns:
     `_attempt`, `_window`, `_t`, `_start`, `_known`."""
     # the provider's own flows are tied to a call by ids only, never by timing
-    a = att[need & att["initiator"].ne("automatic").fillna(True)]
+    a = provider_content(att[need & att["initiator"].ne("automatic").fillna(True)])
     if a.empty or windows.empty:
         return pd.DataFrame(columns=["_attempt", "_window", "_t", "_start", "_known"])
     t = _ns(a["at"])
