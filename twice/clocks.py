@@ -247,7 +247,8 @@ def _span_hosts(timeline: pd.DataFrame, attempts: pd.DataFrame, strong: pd.DataF
             found[host] = est
     if not found:
         return None, []
-    reference = max(found, key=lambda h: (found[h].pairs, -hosts.get_loc(h)))
+    order = {host: i for i, host in enumerate(hosts)}  # ties: the host with the most spans
+    reference = max(found, key=lambda h: (found[h].pairs, -order[h]))
     base = found[reference]
     provider = ClockOffset("provider", base.seconds, base.pairs, base.basis,
                            "spans" + (f" of {reference}" if reference else ""),
