@@ -446,7 +446,8 @@ def _dashboard_edits(b: Bench, busy: BusyDay, truth: Truth,
             client.v1.customers.update(customer, {"metadata": {"note": f"edit {len(out)}"}})
         else:
             open_ = [i for i in invoices if i["status"] == "open"]
-            pool = open_ if kind == "invoice.voided" and open_ else invoices
+            sendable = [i for i in invoices if i["status"] != "void"]
+            pool = open_ if kind == "invoice.voided" and open_ else sendable
             if not pool:
                 continue
             kind = kind if pool is open_ else "invoice.sent"

@@ -284,7 +284,8 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
         occ = merged["_occ"].fillna(0).astype(int)
         merged["attempt_id"] = merged["request_id"].astype(str).where(
             occ == 0, merged["request_id"].astype(str) + "#" + (occ + 1).astype(str))
-        merged["effect"] = _effects(merged, events_loaded=not events.empty)
+        span = (events["at"].min(), events["at"].max()) if not events.empty else None
+        merged["effect"] = _effects(merged, span)
         merged = _one_per_payment(merged)
 
     claimed = set(merged["object_id"].dropna()) if not merged.empty else set()
@@ -327,12 +328,22 @@ def normalize(attempts: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _effects(df: pd.DataFrame, events_loaded: bool) -> pd.Series:
-    """What each request did at the provider: created | replayed | failed | unknown."""
+def _effects(df: pd.DataFrame, events_span: tuple[pd.Timestamp, pd.Timestamp] | None
+             ) -> pd.Series:
+    """What each request did at the provider: created | replayed | failed | unknown.
+
+    With events loaded, a request that succeeded (2xx) at a time they cover but that no event
+    names made nothing: the provider answered it from its idempotency cache (a created object
+    always emits an event). Without events, a successful request is taken to have created."""
     status = pd.to_numeric(df["status"], errors="coerce")
     outcome = df["outcome"].astype("string").fillna("")
     effect = pd.Series("unknown", index=df.index, dtype=object)
-    effect[status.isna() | (status < 400)] = "created" if not events_loaded else "unknown"
+    if events_span is None:
+        effect[status.isna() | (status < 400)] = "created"
+    else:
+        at = pd.to_datetime(df["at"], utc=True)
+        covered = (at >= events_span[0]) & (at <= events_span[1])
+        effect[(status < 400) & covered & ~df["created"]] = "replayed"
     effect[df["created"]] = "created"
     effect[((status >= 400) & ~df["created"]) | df["failed"]] = "failed"
     effect[outcome == "replayed"] = "replayed"

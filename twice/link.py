@@ -363,8 +363,9 @@ def _bundle_resends(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int, res_ns: 
     pairs = _candidates(att, need, windows, tol_ns, res_ns, on=())
     if pairs.empty:
         return
-    mine = att.loc[pairs["_attempt"]].reset_index(drop=True)
-    holder = att.loc[windows["_holder"].to_numpy()[pairs["_window"].to_numpy()]].reset_index(
+    content = provider_content(att)
+    mine = content.loc[pairs["_attempt"]].reset_index(drop=True)
+    holder = content.loc[windows["_holder"].to_numpy()[pairs["_window"].to_numpy()]].reset_index(
         drop=True)
     same_key = (mine["idempotency_key"].notna() & (mine["idempotency_key"].to_numpy()
                                                    == holder["idempotency_key"].to_numpy()))
