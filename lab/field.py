@@ -331,6 +331,7 @@ def _field_truth(truth: Truth, facts: IncidentFacts, variant: dict[str, Any], ou
         request_log=bool(variant["exports"]["request_log"]),
         spans=applied["instrumentation"] != "none",
         events_record_keys=events_record_keys(applied["api_version"]),
+        span_keys=applied["instrumentation"] == "lab",
     )
     truth.expected_findings = expected_findings(facts, exports, spans,
                                                 applied["span_clock_offsets"])

@@ -62,12 +62,10 @@ _STRIPE_EFFECT_PATH = re.compile(
     r"^/v1/(payment_intents(/[^/]+/(confirm|capture))?|charges(/[^/]+/capture)?|refunds"
     r"|invoices/[^/]+/pay|subscriptions|transfers|payouts)/?$")
 
-# Sources whose records carry the idempotency key when one was sent (a null there means "none").
-_KEY_SOURCES = {"stripe_events", "request_log"}
-
 _FIELDS = ["at", "idempotency_key", "method", "path", "status", "object_id", "object_type",
            "subject", "amount", "currency", "thread_id", "tool_call_id", "origin", "outcome"]
-_EVENT_COLUMNS = ["request_id", "event_type", "belongs_to", "initiator", *_FIELDS]
+_EVENT_COLUMNS = ["request_id", "event_type", "belongs_to", "initiator", "key_recorded",
+                  *_FIELDS]
 
 
 def _joined(series: pd.Series) -> str:
@@ -164,6 +162,7 @@ def _effect_rows(events: pd.DataFrame, by: str) -> pd.DataFrame:
         failure=("_failure", "any"),
         refund=("_refund", "any"),
         initiator=("initiator", "first"),
+        key_known=("key_recorded", "max"),
     ).reset_index()
     # the customer may be named only by another event of the request (a refund's charge)
     subject = ev.dropna(subset=["subject"]).drop_duplicates(by).set_index(by)["subject"]
@@ -227,7 +226,7 @@ def _logged_requests(requests: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     requests = requests.sort_values("at", kind="stable").copy()
     requests["_occ"] = requests.groupby(["request_id", "source"], dropna=False).cumcount()
-    requests["_key_src"] = requests["source"].isin(_KEY_SOURCES)
+    requests["_key_src"] = requests["key_recorded"].fillna(0).astype(int) == 1
     # Field by field, the first non-null value wins: let the richer logs speak first (a request
     # log carries the key, the replay flag and milliseconds; `stripe logs tail` has whole
     # seconds and no key).
@@ -247,7 +246,8 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
         root, root_type = payment_roots(events)
         events = events.assign(_root=root, _root_type=root_type)
     logged = _logged_requests(
-        timeline.loc[kind == Kind.PROVIDER_REQUEST.value, ["request_id", *_FIELDS, "source"]])
+        timeline.loc[kind == Kind.PROVIDER_REQUEST.value,
+                     ["request_id", *_FIELDS, "source", "key_recorded"]])
     by_event = _event_requests(events).assign(_occ=0, _evidenced=True)
     merged = logged.merge(by_event, on=["request_id", "_occ"], how="outer",
                           suffixes=("", "_ev"))
@@ -266,7 +266,10 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     for col in ("created", "failed"):
         merged[col] = merged[col].astype("boolean").fillna(False).astype(bool)
     merged["source"] = merged["source"].fillna("stripe_events")
-    merged["key_recorded"] = merged["key_recorded"].astype("boolean").fillna(False) | evidenced
+    # whether some record of the request says which key was sent (so a null key means none)
+    merged["key_recorded"] = merged["key_recorded"].astype("boolean").fillna(False) | \
+        (pd.to_numeric(merged.get("key_known", pd.Series(0, index=merged.index)),
+                       errors="coerce").fillna(0) == 1)
     merged["initiator"] = "api"
     # a payment object in Stripe's events always carries `customer` (null: a guest payment)
     merged["customer_known"] = evidenced & merged["object_type"].isin(

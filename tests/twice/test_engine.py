@@ -24,7 +24,8 @@ def event(t: float, req: str | None, key: str | None, obj: str, customer: str = 
           amount: int = 4900, kind: str = "payment_intent.created") -> dict[str, Any]:
     otype = "charge" if obj.startswith("ch_") else "payment_intent"
     return dict(at=at(t), source="stripe_events", kind="provider_event", request_id=req,
-                idempotency_key=key, object_id=obj, object_type=otype, event_type=kind,
+                idempotency_key=key, key_recorded=1, object_id=obj, object_type=otype,
+                event_type=kind,
                 subject=customer, amount=amount, currency="usd", event_id=f"evt_{obj}")
 
 
