@@ -281,7 +281,8 @@ def _candidates(att: pd.DataFrame, need: pd.Series, windows: pd.DataFrame, tol_n
     # the provider's own flows are tied to a call by ids only, never by timing
     a = provider_content(att[need & att["initiator"].ne("automatic").fillna(True)])
     if a.empty or windows.empty:
-        return pd.DataFrame(columns=["_attempt", "_window", "_t", "_start", "_known"])
+        return pd.DataFrame(columns=["_attempt", "_window", "_t", "_start", "_known",
+                                     "_inside"])
     t = _ns(a["at"])
     starts = windows["start"].to_numpy(dtype="float64")
     ends = windows["end"].to_numpy(dtype="float64")
@@ -292,16 +293,19 @@ def _candidates(att: pd.DataFrame, need: pd.Series, windows: pd.DataFrame, tol_n
     keep = t[qi] + res[qi] >= starts[wj] - tol_ns
     qi, wj = qi[keep], wj[keep]
     if not len(qi):
-        return pd.DataFrame(columns=["_attempt", "_window", "_t", "_start", "_known"])
+        return pd.DataFrame(columns=["_attempt", "_window", "_t", "_start", "_known",
+                                     "_inside"])
     left = a.iloc[qi].reset_index(names="_attempt")
     right = windows.iloc[wj].reset_index(drop=True)
     ok = agree(left, right, on)
     for col in ("thread_id", "tool_call_id"):
         if col in right:
             ok &= agree(left, right, (col,))
+    # inside the window itself, not only within the tolerance around it
+    inside = (t[qi] + res[qi] >= starts[wj]) & (t[qi] <= ends[wj])
     pairs = pd.DataFrame({"_attempt": left["_attempt"].to_numpy(), "_window": wj,
                           "_t": t[qi], "_start": starts[wj],
-                          "_known": _known(right, on)})
+                          "_known": _known(right, on), "_inside": inside})
     return pairs[ok]
 
 
@@ -323,6 +327,12 @@ def _link_http_windows(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int,
     if pairs.empty:
         return
     windows = windows.reset_index(drop=True)
+    # a span that says nothing of what it charged is taken only by an attempt it alone can
+    # have sent: among several such spans open at that moment, timing alone cannot choose,
+    # and a wrong span would make up a fingerprint (one client request, or two)
+    blind = ~windows["content"].to_numpy(dtype=bool)[pairs["_window"].to_numpy()]
+    blind_choices = pd.Series(blind).groupby(pairs["_attempt"].to_numpy()).transform("sum")
+    pairs = pairs[~blind | (blind_choices.to_numpy() == 1)]
     # closest start first: the provider logs a request just after the client began sending it
     pairs = pairs.assign(_cost=np.abs(pairs["_t"] - pairs["_start"]) - 1e12 * pairs["_known"])
     pairs = _one_to_one(pairs.sort_values(["_cost", "_t"], kind="stable"))
@@ -461,13 +471,14 @@ def _link_tool_windows(att: pd.DataFrame, aligned: pd.DataFrame, tol_ns: int,
 def _pick(pairs: pd.DataFrame) -> pd.DataFrame:
     """One window per attempt: those that know something of the effect before those that know
     nothing (a window that knows nothing is taken only when it is the attempt's only one), then
-    the one that began last."""
+    those the attempt falls inside of rather than only within the tolerance of, then the one
+    that began last."""
     if pairs.empty:
         return pairs
     blind = pairs["_known"] == 0
     alone = ~pairs["_attempt"].duplicated(keep=False)
     pairs = pairs[~blind | alone]
-    return pairs.sort_values(["_known", "_start"], ascending=False,
+    return pairs.sort_values(["_known", "_inside", "_start"], ascending=False,
                              kind="stable").drop_duplicates("_attempt")
 
 
