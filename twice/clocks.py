@@ -304,8 +304,10 @@ def _intervals(att: pd.DataFrame, windows: pd.DataFrame, resolution: float, *,
     lo_off, hi_off = around
     q, w = stab(t, starts + lo_off, ends + hi_off + resolution, _SLACK_S)
     if content and len(q):
+        # only attempts that say something of their effect can agree with a window
+        said = att[["subject", "amount", "currency"]].notna().any(axis=1).to_numpy()[q]
         ok = agree(att.iloc[q].reset_index(drop=True), windows.iloc[w].reset_index(drop=True))
-        q, w = q[ok], w[ok]
+        q, w = q[ok & said], w[ok & said]
     low = np.maximum(t[q] - ends[w] - _SLACK_S, lo_off)
     high = np.minimum(t[q] + resolution - starts[w] + _SLACK_S, hi_off)
     keep = low <= high

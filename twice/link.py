@@ -270,6 +270,14 @@ def _apply_http(att: pd.DataFrame, matched: pd.DataFrame, http: pd.DataFrame, *,
     for col in ["tool_call_id", "thread_id"]:
         have = att.loc[idx, col]
         att.loc[idx, col] = have.where(have.notna(), matched[col].to_numpy())
+    if trusted and "idempotency_key" in http:
+        # the key the client span saw on the wire, where the provider's records do not say
+        # (stripe logs tail, events before 2017-05-25)
+        seen = matched["span_id"].map(
+            http.drop_duplicates("span_id").set_index("span_id")["idempotency_key"])
+        fill = att.loc[idx, "idempotency_key"].isna().to_numpy() & \
+            ~att.loc[idx, "key_recorded"].astype(bool).to_numpy() & seen.notna().to_numpy()
+        att.loc[idx[fill], "idempotency_key"] = seen.to_numpy()[fill]
 
 
 def _candidates(att: pd.DataFrame, need: pd.Series, windows: pd.DataFrame, tol_ns: int,
@@ -305,7 +313,8 @@ def _candidates(att: pd.DataFrame, need: pd.Series, windows: pd.DataFrame, tol_n
     inside = (t[qi] + res[qi] >= starts[wj]) & (t[qi] <= ends[wj])
     pairs = pd.DataFrame({"_attempt": left["_attempt"].to_numpy(), "_window": wj,
                           "_t": t[qi], "_start": starts[wj],
-                          "_known": _known(right, on), "_inside": inside})
+                          "_known": _known(right, on), "_inside": inside,
+                          "_mute": _known(left, on) == 0})
     return pairs[ok]
 
 
@@ -478,6 +487,14 @@ def _pick(pairs: pd.DataFrame) -> pd.DataFrame:
     blind = pairs["_known"] == 0
     alone = ~pairs["_attempt"].duplicated(keep=False)
     pairs = pairs[~blind | alone]
+    # an attempt that says nothing of its effect (a request only `stripe logs tail` names) is
+    # placed by time alone: only where one window holds it, not among several
+    if "_mute" in pairs:
+        inside = pairs[pairs["_inside"]]
+        only = inside.groupby("_attempt")["_window"].transform("size") == 1
+        mute = pairs["_mute"].astype(bool)
+        settled = set(inside.loc[only.to_numpy(), "_attempt"])
+        pairs = pairs[~mute | (pairs["_inside"] & pairs["_attempt"].isin(list(settled)))]
     return pairs.sort_values(["_known", "_inside", "_start"], ascending=False,
                              kind="stable").drop_duplicates("_attempt")
 
