@@ -270,9 +270,10 @@ def _apply_http(att: pd.DataFrame, matched: pd.DataFrame, http: pd.DataFrame, *,
     for col in ["tool_call_id", "thread_id"]:
         have = att.loc[idx, col]
         att.loc[idx, col] = have.where(have.notna(), matched[col].to_numpy())
-    if trusted and "idempotency_key" in http:
+    if "idempotency_key" in http:
         # the key the client span saw on the wire, where the provider's records do not say
-        # (stripe logs tail, events before 2017-05-25)
+        # (stripe logs tail, events before 2017-05-25); a span found by time alone is one only
+        # this attempt can have sent (`_link_http_windows`)
         seen = matched["span_id"].map(
             http.drop_duplicates("span_id").set_index("span_id")["idempotency_key"])
         fill = att.loc[idx, "idempotency_key"].isna().to_numpy() & \
