@@ -210,8 +210,9 @@ def _requests_only_spans_name(att: pd.DataFrame, http: pd.DataFrame, strong: pd.
     if named.empty:
         return att, strong
     status = pd.to_numeric(named["status"], errors="coerce")
-    effect = np.where(named["outcome"] == "replayed", "replayed",
-                      np.where(status >= 400, "failed", "unknown"))
+    refused = status.ge(400).fillna(False).astype(bool).to_numpy()
+    replayed = (named["outcome"] == "replayed").fillna(False).astype(bool).to_numpy()
+    effect = np.where(replayed, "replayed", np.where(refused, "failed", "unknown"))
     at = pd.to_datetime(named["at"], utc=True)
     extra = pd.DataFrame({
         "attempt_id": named["request_id"].to_numpy(), "request_id": named["request_id"].to_numpy(),
