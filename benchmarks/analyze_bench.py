@@ -176,7 +176,7 @@ print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 ANALYZE = """
 import sys
-from connectors import registry
+from twice.connectors import registry
 from twice.engine import analyze
 from twice.report import to_contract
 found, _ = registry.scan_folder(__import__('pathlib').Path(sys.argv[1]))

@@ -31,6 +31,7 @@ ATTEMPT_COLUMNS = [
     "attempt_id", "at", "request_id", "idempotency_key", "method", "path", "status",
     "object_id", "object_type", "subject", "amount", "currency", "effect", "thread_id",
     "tool_call_id", "origin", "key_recorded", "source", "initiator",
+    "customer_known",  # the provider's objects say who the effect is for (null: nobody)
 ]
 
 # What an event type says about money (Stripe's event types).
@@ -61,12 +62,10 @@ _STRIPE_EFFECT_PATH = re.compile(
     r"^/v1/(payment_intents(/[^/]+/(confirm|capture))?|charges(/[^/]+/capture)?|refunds"
     r"|invoices/[^/]+/pay|subscriptions|transfers|payouts)/?$")
 
-# Sources whose records carry the idempotency key when one was sent (a null there means "none").
-_KEY_SOURCES = {"stripe_events", "request_log"}
-
 _FIELDS = ["at", "idempotency_key", "method", "path", "status", "object_id", "object_type",
            "subject", "amount", "currency", "thread_id", "tool_call_id", "origin", "outcome"]
-_EVENT_COLUMNS = ["request_id", "event_type", "belongs_to", "initiator", *_FIELDS]
+_EVENT_COLUMNS = ["request_id", "event_type", "belongs_to", "initiator", "key_recorded",
+                  *_FIELDS]
 
 
 def _joined(series: pd.Series) -> str:
@@ -163,6 +162,7 @@ def _effect_rows(events: pd.DataFrame, by: str) -> pd.DataFrame:
         failure=("_failure", "any"),
         refund=("_refund", "any"),
         initiator=("initiator", "first"),
+        key_known=("key_recorded", "max"),
     ).reset_index()
     # the customer may be named only by another event of the request (a refund's charge)
     subject = ev.dropna(subset=["subject"]).drop_duplicates(by).set_index(by)["subject"]
@@ -210,6 +210,7 @@ def _flows(events: pd.DataFrame, claimed: set[str]) -> pd.DataFrame:
     out["effect"] = np.where(out["created"], "created", "failed")
     out["source"] = "stripe_events"
     out["key_recorded"] = False
+    out["customer_known"] = out["object_type"].isin(["payment_intent", "charge", "invoice"])
     return out
 
 
@@ -225,7 +226,7 @@ def _logged_requests(requests: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     requests = requests.sort_values("at", kind="stable").copy()
     requests["_occ"] = requests.groupby(["request_id", "source"], dropna=False).cumcount()
-    requests["_key_src"] = requests["source"].isin(_KEY_SOURCES)
+    requests["_key_src"] = requests["key_recorded"].fillna(0).astype(int) == 1
     # Field by field, the first non-null value wins: let the richer logs speak first (a request
     # log carries the key, the replay flag and milliseconds; `stripe logs tail` has whole
     # seconds and no key).
@@ -245,7 +246,8 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
         root, root_type = payment_roots(events)
         events = events.assign(_root=root, _root_type=root_type)
     logged = _logged_requests(
-        timeline.loc[kind == Kind.PROVIDER_REQUEST.value, ["request_id", *_FIELDS, "source"]])
+        timeline.loc[kind == Kind.PROVIDER_REQUEST.value,
+                     ["request_id", *_FIELDS, "source", "key_recorded"]])
     by_event = _event_requests(events).assign(_occ=0, _evidenced=True)
     merged = logged.merge(by_event, on=["request_id", "_occ"], how="outer",
                           suffixes=("", "_ev"))
@@ -264,8 +266,14 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     for col in ("created", "failed"):
         merged[col] = merged[col].astype("boolean").fillna(False).astype(bool)
     merged["source"] = merged["source"].fillna("stripe_events")
-    merged["key_recorded"] = merged["key_recorded"].astype("boolean").fillna(False) | evidenced
+    # whether some record of the request says which key was sent (so a null key means none)
+    merged["key_recorded"] = merged["key_recorded"].astype("boolean").fillna(False) | \
+        (pd.to_numeric(merged.get("key_known", pd.Series(0, index=merged.index)),
+                       errors="coerce").fillna(0) == 1)
     merged["initiator"] = "api"
+    # a payment object in Stripe's events always carries `customer` (null: a guest payment)
+    merged["customer_known"] = evidenced & merged["object_type"].isin(
+        ["payment_intent", "charge", "invoice"])
     # a request the events name moved money (they were filtered above); one they do not name
     # is judged by its path: a request to edit a customer or send an invoice is no attempt
     post = merged["method"].fillna("POST").astype(str).str.upper() == "POST"
@@ -279,7 +287,8 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
         occ = merged["_occ"].fillna(0).astype(int)
         merged["attempt_id"] = merged["request_id"].astype(str).where(
             occ == 0, merged["request_id"].astype(str) + "#" + (occ + 1).astype(str))
-        merged["effect"] = _effects(merged, events_loaded=not events.empty)
+        span = (events["at"].min(), events["at"].max()) if not events.empty else None
+        merged["effect"] = _effects(merged, span)
         merged = _one_per_payment(merged)
 
     claimed = set(merged["object_id"].dropna()) if not merged.empty else set()
@@ -287,7 +296,7 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     parts = [d.reindex(columns=ATTEMPT_COLUMNS) for d in (merged, flows) if not d.empty]
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ATTEMPT_COLUMNS)
     out = normalize(out).sort_values(["at", "attempt_id"], kind="stable", ignore_index=True)
-    _infer_replays(out)
+    infer_replays(out)
     return out
 
 
@@ -315,26 +324,36 @@ def normalize(attempts: pd.DataFrame) -> pd.DataFrame:
                 out[col] = pd.to_datetime(out[col], utc=True)
         elif col in ("amount", "status"):
             out[col] = pd.to_numeric(out[col], errors="coerce").astype("Int64")
-        elif col == "key_recorded":
+        elif col in ("key_recorded", "customer_known"):
             out[col] = out[col].astype("boolean").fillna(False).astype(bool)
         else:
             out[col] = out[col].astype(object).where(out[col].notna(), None)
     return out
 
 
-def _effects(df: pd.DataFrame, events_loaded: bool) -> pd.Series:
-    """What each request did at the provider: created | replayed | failed | unknown."""
+def _effects(df: pd.DataFrame, events_span: tuple[pd.Timestamp, pd.Timestamp] | None
+             ) -> pd.Series:
+    """What each request did at the provider: created | replayed | failed | unknown.
+
+    With events loaded, a request that succeeded (2xx) at a time they cover but that no event
+    names made nothing: the provider answered it from its idempotency cache (a created object
+    always emits an event). Without events, a successful request is taken to have created."""
     status = pd.to_numeric(df["status"], errors="coerce")
     outcome = df["outcome"].astype("string").fillna("")
     effect = pd.Series("unknown", index=df.index, dtype=object)
-    effect[status.isna() | (status < 400)] = "created" if not events_loaded else "unknown"
+    if events_span is None:
+        effect[status.isna() | (status < 400)] = "created"
+    else:
+        at = pd.to_datetime(df["at"], utc=True)
+        covered = (at >= events_span[0]) & (at <= events_span[1])
+        effect[(status < 400) & covered & ~df["created"]] = "replayed"
     effect[df["created"]] = "created"
     effect[((status >= 400) & ~df["created"]) | df["failed"]] = "failed"
     effect[outcome == "replayed"] = "replayed"
     return effect
 
 
-def _infer_replays(attempts: pd.DataFrame) -> None:
+def infer_replays(attempts: pd.DataFrame) -> None:
     """A request whose key another request created an effect with, and that created nothing
     itself, was answered from the provider's idempotency cache: replayed."""
     if attempts.empty:

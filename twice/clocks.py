@@ -127,15 +127,26 @@ def _second_resolution(times: pd.Series) -> bool:
     return bool(len(ns)) and bool((ns % NS == 0).all())
 
 
+def span_end(frame: pd.DataFrame) -> pd.Series:
+    """Span ends on the reference clock (`end` is raw; a span's shift is `at_aligned - at`)."""
+    end = frame["end"].fillna(frame["at"])
+    if "at_aligned" not in frame:
+        return end
+    return end + (frame["at_aligned"] - frame["at"])
+
+
 def checkpoint_offset(timeline: pd.DataFrame) -> ClockOffset | None:
     """Checkpoints vs spans: the checkpoint holding a tool result is written just after the tool
     span that produced it ended; without tool call ids on the spans, the checkpoint holding a
     tool call is written just before the first tool span of that thread, tool and arguments
-    starts. Only corrected when the disagreement is clear (> 0.5 s)."""
+    starts. Only corrected when the disagreement is clear (> 0.5 s). Spans are read on the
+    reference clock (`at_aligned`), checkpoints on their own (`at`)."""
     results = _frame(timeline, Kind.TOOL_RESULT, ["tool_call_id", "at"]
                      ).drop_duplicates("tool_call_id")
-    spans = _frame(timeline, Kind.TOOL_SPAN, ["tool_call_id", "at", "end", "thread_id",
-                                              "tool_name", "args_fingerprint"])
+    spans = _frame(timeline, Kind.TOOL_SPAN, ["tool_call_id", "at", "at_aligned", "end",
+                                              "thread_id", "tool_name", "args_fingerprint"])
+    spans = spans.assign(end=span_end(spans).where(spans["end"].notna()),
+                         at=spans["at_aligned"])
     diffs = np.empty(0)
     basis = ""
     ended = spans[spans["end"].notna() & spans["tool_call_id"].notna()]
@@ -171,36 +182,87 @@ def checkpoint_offset(timeline: pd.DataFrame) -> ClockOffset | None:
                        thin=len(diffs) < THIN)
 
 
+_SPANS = (Kind.TOOL_SPAN.value, Kind.HTTP_SPAN.value)
+MIN_HOST_SUPPORT = 3  # a span host's clock is corrected only when this many records place it
+MAX_HOSTS = 64  # hosts beyond these (by span count) share the reference's clock
+
+
 def align(timeline: pd.DataFrame, attempts: pd.DataFrame, strong: pd.DataFrame
           ) -> tuple[pd.DataFrame, list[ClockOffset], float]:
     """(timeline with `at_aligned`, the offsets found, the provider's offset in seconds).
 
+    Every span host (`worker`: host.name / service.instance.id) has a clock of its own. The
+    provider's offset is measured against each host's spans; the host the most records place
+    is the reference, the other hosts' spans are moved onto its clock, then the checkpoints are
+    measured against the aligned spans. Without spans the checkpoints are the reference.
+
     `attempts` are the provider attempts on the provider's clock (`at_raw`); `strong` their
-    pairs with the HTTP spans that carried their request id or key (`span_at`)."""
+    pairs with the HTTP spans that carried their request id or key (`span_at`, `worker`)."""
     kind = timeline["kind"]
-    has_spans = bool(kind.isin([Kind.TOOL_SPAN.value, Kind.HTTP_SPAN.value]).any())
+    span_rows = kind.isin(_SPANS)
+    has_spans = bool(span_rows.any())
     has_checkpoints = bool((timeline["source"] == "checkpoints").any())
-    reference = "spans" if has_spans else "checkpoints"
     offsets: list[ClockOffset] = []
     aligned = timeline.copy(deep=False)  # copy-on-write: only the column set below is copied
+    provider: ClockOffset | None = None
+    if has_spans:
+        provider, hosts = _span_hosts(timeline, attempts, strong)
+        for host, shift in hosts:
+            offsets.append(shift)
+            rows = span_rows & (timeline["worker"].fillna("") == host)
+            aligned.loc[rows, "at_aligned"] = (
+                aligned.loc[rows, "at"] - pd.to_timedelta(shift.seconds, unit="s"))
     if has_spans and has_checkpoints:
-        ck = checkpoint_offset(timeline)
+        ck = checkpoint_offset(aligned)
         if ck is not None:
             offsets.append(ck)
             rows = aligned["source"] == "checkpoints"
             aligned.loc[rows, "at_aligned"] = (
                 aligned.loc[rows, "at"] - pd.to_timedelta(ck.seconds, unit="s"))
-    provider = None
-    if has_spans or has_checkpoints:
-        provider = _provider_offset(attempts, strong, aligned, reference)
+    if provider is None and (has_spans or has_checkpoints):
+        provider = _provider_offset(attempts, strong.iloc[:0], aligned,
+                                    "spans" if has_spans else "checkpoints")
     seconds = 0.0
     if provider is not None:
-        offsets.append(provider)
+        offsets.insert(0, provider)
         seconds = provider.seconds
         rows = kind.isin([Kind.PROVIDER_EVENT.value, Kind.PROVIDER_REQUEST.value])
         aligned.loc[rows, "at_aligned"] = (
             aligned.loc[rows, "at"] - pd.to_timedelta(seconds, unit="s"))
     return aligned, offsets, seconds
+
+
+def _span_hosts(timeline: pd.DataFrame, attempts: pd.DataFrame, strong: pd.DataFrame
+                ) -> tuple[ClockOffset | None, list[tuple[str, ClockOffset]]]:
+    """The provider's offset against the reference span host, and each other host's clock
+    against the reference (only those the evidence places clearly)."""
+    spans = timeline.loc[timeline["kind"].isin(_SPANS)]
+    hosts = spans["worker"].fillna("").value_counts().index[:MAX_HOSTS]
+    found: dict[str, ClockOffset] = {}
+    for host in hosts:
+        mine = spans[spans["worker"].fillna("") == host]
+        pairs = strong[strong["worker"].fillna("") == host] if len(strong) else strong
+        est = _provider_offset(attempts, pairs, mine, "spans")
+        if est is not None and est.pairs:
+            found[host] = est
+    if not found:
+        return None, []
+    order = {host: i for i, host in enumerate(hosts)}  # ties: the host with the most spans
+    reference = max(found, key=lambda h: (found[h].pairs, -order[h]))
+    base = found[reference]
+    provider = ClockOffset("provider", base.seconds, base.pairs, base.basis,
+                           "spans" + (f" of {reference}" if reference else ""),
+                           base.low, base.high, base.thin)
+    shifts = []
+    for host, est in found.items():
+        seconds = round(base.seconds - est.seconds, 3)
+        if host == reference or est.pairs < MIN_HOST_SUPPORT or abs(seconds) < 0.05:
+            continue
+        shifts.append((host, ClockOffset(
+            f"spans of {host}" if host else "spans without a host", seconds, est.pairs,
+            "the provider's requests placed in this host's spans, against the reference "
+            "host's", provider.reference, None, None, est.thin)))
+    return provider, shifts
 
 
 def _provider_offset(attempts: pd.DataFrame, strong: pd.DataFrame, aligned: pd.DataFrame,
@@ -242,8 +304,10 @@ def _intervals(att: pd.DataFrame, windows: pd.DataFrame, resolution: float, *,
     lo_off, hi_off = around
     q, w = stab(t, starts + lo_off, ends + hi_off + resolution, _SLACK_S)
     if content and len(q):
+        # only attempts that say something of their effect can agree with a window
+        said = att[["subject", "amount", "currency"]].notna().any(axis=1).to_numpy()[q]
         ok = agree(att.iloc[q].reset_index(drop=True), windows.iloc[w].reset_index(drop=True))
-        q, w = q[ok], w[ok]
+        q, w = q[ok & said], w[ok & said]
     low = np.maximum(t[q] - ends[w] - _SLACK_S, lo_off)
     high = np.minimum(t[q] + resolution - starts[w] + _SLACK_S, hi_off)
     keep = low <= high
@@ -252,9 +316,9 @@ def _intervals(att: pd.DataFrame, windows: pd.DataFrame, resolution: float, *,
 
 def _voted_offset(attempts: pd.DataFrame, aligned: pd.DataFrame, reference: str,
                   resolution: float) -> ClockOffset | None:
-    from twice.link import _http_spans, tool_windows
+    from twice.link import _http_spans, provider_content, tool_windows
 
-    att = _sample(attempts).reset_index(drop=True)
+    att = provider_content(_sample(attempts)).reset_index(drop=True)
     if att.empty:
         return None
     spans, calls = tool_windows(aligned)

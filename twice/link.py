@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from twice.clocks import NS, ClockOffset, align, stab
+from twice.attempts import infer_replays, moves_money, normalize
+from twice.clocks import NS, ClockOffset, align, span_end, stab
 from twice.timeline import Kind, derived_key
 
 __all__ = ["NS", "ClockOffset", "agree", "link"]
@@ -60,6 +61,22 @@ def agree(left: pd.DataFrame, right: pd.DataFrame, columns: tuple[str, ...] = _C
         both = (x != None) & (y != None)  # noqa: E711 - element-wise over object arrays
         ok &= ~both | (x == y)
     return ok
+
+
+NO_CUSTOMER = ""  # a subject the provider knows to be empty, for `agree`
+
+
+def provider_content(att: pd.DataFrame) -> pd.DataFrame:
+    """Attempts with what the provider knows of their effect: a payment object in Stripe's
+    events always carries its `customer`, so a null there is a payment without a customer (a
+    guest checkout), which agrees with no tool call that named one; elsewhere null stays
+    unknown."""
+    if "customer_known" not in att:
+        return att
+    empty = att["customer_known"].fillna(False).astype(bool) & att["subject"].isna()
+    if not empty.any():
+        return att
+    return att.assign(subject=att["subject"].where(~empty, NO_CUSTOMER))
 
 
 def _known(frame: pd.DataFrame, columns: tuple[str, ...] = _CONTENT) -> np.ndarray:
@@ -107,9 +124,12 @@ def _http_spans(timeline: pd.DataFrame) -> pd.DataFrame:
     """HTTP client spans, with the tool call and the effect fields of the tool span above them
     (when the instrumentation nests them)."""
     http = _frame(timeline, Kind.HTTP_SPAN, [
-        "span_id", "at", "end", "parent_span_id", "tool_call_id", "thread_id", "resend_count",
-        "proxy_attempt", "worker", "request_id", "idempotency_key", "method", "path",
-        "trace_id"])
+        "span_id", "at", "at_aligned", "end", "parent_span_id", "tool_call_id", "thread_id",
+        "resend_count", "proxy_attempt", "worker", "request_id", "idempotency_key", "method",
+        "path", "trace_id", "status", "outcome"])
+    # on the reference clock (a host's clock may run off the others')
+    http = http.assign(end=span_end(http).where(http["end"].notna()), at=http["at_aligned"])
+    http = http.drop(columns="at_aligned")
     tools = _frame(timeline, Kind.TOOL_SPAN,
                    ["span_id", "subject", "amount", "currency", "tool_call_id", "thread_id"])
     http = http.merge(tools.rename(columns=lambda c: f"tool_{c}"),
@@ -157,6 +177,8 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
     tol_ns = int(_tolerance(offsets, tolerance_s) * NS)
     res_ns = NS if _whole_seconds(att["at_raw"]) else 0
 
+    http = _http_spans(aligned)  # on the reference clock now
+    att, strong = _requests_only_spans_name(att, http, strong, provider_offset)
     _apply_http(att, strong, http, trusted=True)
     _link_derived_keys(att, timeline)
 
@@ -173,6 +195,42 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
         att.loc[solo, "time_basis"] = "http_span"
     att["at"] = pd.to_datetime(att["at"], utc=True)
     return att.sort_values(["at", "attempt_id"], ignore_index=True), aligned, offsets
+
+
+def _requests_only_spans_name(att: pd.DataFrame, http: pd.DataFrame, strong: pd.DataFrame,
+                              provider_offset: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Provider requests known only from the client span that captured their request id (an
+    idempotent replay emits no event, and events are often the only export): attempts too,
+    on the span's time, answered as the span says (replayed, refused or unknown)."""
+    if att.empty or "request_id" not in http:
+        return att, strong
+    named = http[http["request_id"].notna() & ~http["request_id"].isin(att["request_id"])
+                 & (http["method"].fillna("POST").str.upper() == "POST")
+                 & http["path"].map(moves_money).astype(bool)].drop_duplicates("request_id")
+    if named.empty:
+        return att, strong
+    status = pd.to_numeric(named["status"], errors="coerce")
+    refused = status.ge(400).fillna(False).astype(bool).to_numpy()
+    replayed = (named["outcome"] == "replayed").fillna(False).astype(bool).to_numpy()
+    effect = np.where(replayed, "replayed", np.where(refused, "failed", "unknown"))
+    at = pd.to_datetime(named["at"], utc=True)
+    extra = pd.DataFrame({
+        "attempt_id": named["request_id"].to_numpy(), "request_id": named["request_id"].to_numpy(),
+        "at": at.to_numpy(), "at_raw": (at + pd.to_timedelta(provider_offset, unit="s")).to_numpy(),
+        "idempotency_key": named["idempotency_key"].to_numpy(), "method": "POST",
+        "path": named["path"].to_numpy(), "status": status.to_numpy(), "effect": effect,
+        "source": "spans", "key_recorded": False, "initiator": "api",
+        "subject": named["subject"].to_numpy(), "amount": named["amount"].to_numpy(),
+        "currency": named["currency"].to_numpy(), "time_basis": "http_span",
+    })
+    extra = normalize(extra.reindex(columns=att.columns))
+    extra["at"] = pd.to_datetime(extra["at"], utc=True)
+    extra.index = pd.RangeIndex(len(att), len(att) + len(extra))
+    out = pd.concat([att, extra])
+    matched = named.assign(link="request_id").set_index(extra.index)
+    infer_replays(out)
+    return out, pd.concat([strong, matched[[c for c in matched.columns if c in _HTTP_COLS]
+                                           + ["link"]]])
 
 
 def _tolerance(offsets: list[ClockOffset], most: float) -> float:
@@ -213,6 +271,15 @@ def _apply_http(att: pd.DataFrame, matched: pd.DataFrame, http: pd.DataFrame, *,
     for col in ["tool_call_id", "thread_id"]:
         have = att.loc[idx, col]
         att.loc[idx, col] = have.where(have.notna(), matched[col].to_numpy())
+    if "idempotency_key" in http:
+        # the key the client span saw on the wire, where the provider's records do not say
+        # (stripe logs tail, events before 2017-05-25); a span found by time alone is one only
+        # this attempt can have sent (`_link_http_windows`)
+        seen = matched["span_id"].map(
+            http.drop_duplicates("span_id").set_index("span_id")["idempotency_key"])
+        fill = att.loc[idx, "idempotency_key"].isna().to_numpy() & \
+            ~att.loc[idx, "key_recorded"].astype(bool).to_numpy() & seen.notna().to_numpy()
+        att.loc[idx[fill], "idempotency_key"] = seen.to_numpy()[fill]
 
 
 def _candidates(att: pd.DataFrame, need: pd.Series, windows: pd.DataFrame, tol_ns: int,
@@ -222,9 +289,10 @@ def _candidates(att: pd.DataFrame, need: pd.Series, windows: pd.DataFrame, tol_n
     know agreeing, never another thread or tool call than the attempt already has. Columns:
     `_attempt`, `_window`, `_t`, `_start`, `_known`."""
     # the provider's own flows are tied to a call by ids only, never by timing
-    a = att[need & att["initiator"].ne("automatic").fillna(True)]
+    a = provider_content(att[need & att["initiator"].ne("automatic").fillna(True)])
     if a.empty or windows.empty:
-        return pd.DataFrame(columns=["_attempt", "_window", "_t", "_start", "_known"])
+        return pd.DataFrame(columns=["_attempt", "_window", "_t", "_start", "_known",
+                                     "_inside"])
     t = _ns(a["at"])
     starts = windows["start"].to_numpy(dtype="float64")
     ends = windows["end"].to_numpy(dtype="float64")
@@ -235,16 +303,20 @@ def _candidates(att: pd.DataFrame, need: pd.Series, windows: pd.DataFrame, tol_n
     keep = t[qi] + res[qi] >= starts[wj] - tol_ns
     qi, wj = qi[keep], wj[keep]
     if not len(qi):
-        return pd.DataFrame(columns=["_attempt", "_window", "_t", "_start", "_known"])
+        return pd.DataFrame(columns=["_attempt", "_window", "_t", "_start", "_known",
+                                     "_inside"])
     left = a.iloc[qi].reset_index(names="_attempt")
     right = windows.iloc[wj].reset_index(drop=True)
     ok = agree(left, right, on)
     for col in ("thread_id", "tool_call_id"):
         if col in right:
             ok &= agree(left, right, (col,))
+    # inside the window itself, not only within the tolerance around it
+    inside = (t[qi] + res[qi] >= starts[wj]) & (t[qi] <= ends[wj])
     pairs = pd.DataFrame({"_attempt": left["_attempt"].to_numpy(), "_window": wj,
                           "_t": t[qi], "_start": starts[wj],
-                          "_known": _known(right, on)})
+                          "_known": _known(right, on), "_inside": inside,
+                          "_mute": _known(left, on) == 0})
     return pairs[ok]
 
 
@@ -266,6 +338,12 @@ def _link_http_windows(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int,
     if pairs.empty:
         return
     windows = windows.reset_index(drop=True)
+    # a span that says nothing of what it charged is taken only by an attempt it alone can
+    # have sent: among several such spans open at that moment, timing alone cannot choose,
+    # and a wrong span would make up a fingerprint (one client request, or two)
+    blind = ~windows["content"].to_numpy(dtype=bool)[pairs["_window"].to_numpy()]
+    blind_choices = pd.Series(blind).groupby(pairs["_attempt"].to_numpy()).transform("sum")
+    pairs = pairs[~blind | (blind_choices.to_numpy() == 1)]
     # closest start first: the provider logs a request just after the client began sending it
     pairs = pairs.assign(_cost=np.abs(pairs["_t"] - pairs["_start"]) - 1e12 * pairs["_known"])
     pairs = _one_to_one(pairs.sort_values(["_cost", "_t"], kind="stable"))
@@ -306,8 +384,9 @@ def _bundle_resends(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int, res_ns: 
     pairs = _candidates(att, need, windows, tol_ns, res_ns, on=())
     if pairs.empty:
         return
-    mine = att.loc[pairs["_attempt"]].reset_index(drop=True)
-    holder = att.loc[windows["_holder"].to_numpy()[pairs["_window"].to_numpy()]].reset_index(
+    content = provider_content(att)
+    mine = content.loc[pairs["_attempt"]].reset_index(drop=True)
+    holder = content.loc[windows["_holder"].to_numpy()[pairs["_window"].to_numpy()]].reset_index(
         drop=True)
     same_key = (mine["idempotency_key"].notna() & (mine["idempotency_key"].to_numpy()
                                                    == holder["idempotency_key"].to_numpy()))
@@ -403,13 +482,22 @@ def _link_tool_windows(att: pd.DataFrame, aligned: pd.DataFrame, tol_ns: int,
 def _pick(pairs: pd.DataFrame) -> pd.DataFrame:
     """One window per attempt: those that know something of the effect before those that know
     nothing (a window that knows nothing is taken only when it is the attempt's only one), then
-    the one that began last."""
+    those the attempt falls inside of rather than only within the tolerance of, then the one
+    that began last."""
     if pairs.empty:
         return pairs
     blind = pairs["_known"] == 0
     alone = ~pairs["_attempt"].duplicated(keep=False)
     pairs = pairs[~blind | alone]
-    return pairs.sort_values(["_known", "_start"], ascending=False,
+    # an attempt that says nothing of its effect (a request only `stripe logs tail` names) is
+    # placed by time alone: only where one window holds it, not among several
+    if "_mute" in pairs:
+        inside = pairs[pairs["_inside"]]
+        only = inside.groupby("_attempt")["_window"].transform("size") == 1
+        mute = pairs["_mute"].astype(bool)
+        settled = set(inside.loc[only.to_numpy(), "_attempt"])
+        pairs = pairs[~mute | (pairs["_inside"] & pairs["_attempt"].isin(list(settled)))]
+    return pairs.sort_values(["_known", "_inside", "_start"], ascending=False,
                              kind="stable").drop_duplicates("_attempt")
 
 

@@ -62,7 +62,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("subject", TEXT, "who the effect is for: a customer id (cus_...) or equivalent"),
     Column("amount", INT, "amount in minor units, when the effect has one"),
     Column("currency", TEXT, "ISO currency, lower case"),
-    Column("idempotency_key", TEXT, "idempotency key sent on the wire (null: none sent)"),
+    Column("idempotency_key", TEXT, "idempotency key sent on the wire (null: none sent, when "
+           "key_recorded is 1)"),
+    Column("key_recorded", INT, "1: the record says which key was sent, so a null key means none "
+           "was; 0 or null: it cannot say (stripe logs tail, Stripe events before API version "
+           "2017-05-25, a request log without a key column, spans that capture no headers)"),
     Column("request_id", TEXT, "provider request id (req_...)"),
     Column("object_id", TEXT, "id of the effect object (ch_..., pi_..., re_...)"),
     Column("object_type", TEXT, "type of the effect object (charge, payment_intent, ...)"),

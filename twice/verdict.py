@@ -24,6 +24,9 @@ Attempt = Mapping[str, Any]  # one attempt as a plain record (a row of Analysis.
 # A step retry's gap is at most a client timeout plus LangGraph's longest backoff (128 s):
 # below this, a minutes-long gap can still be the framework's retry after a slow timeout.
 STEP_RETRY_REACH_S = 600.0
+# A step retry waits for a client timeout and the framework's backoff (LangGraph: 0.5 s at
+# least) first; two requests closer than this were resent below the tool.
+BELOW_TOOL_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -248,13 +251,21 @@ class Pair:
 
     @property
     def above_tool(self) -> bool:
-        """The whole tool ran again (not a resend below it): the same call with a new key or a
-        new tool execution, or a run picked up again. The same random key on both says the
+        """Evidence that the whole tool ran again (not a resend below it): a new key, a new
+        tool execution, or the run picked up again. The same call id alone is no such
+        evidence (a resend below the tool keeps it too); the same random key on both says the
         opposite: the same request bytes were sent twice."""
         if self.same_random_key and not self.tools_differ:
             return False
-        return bool(self.same_call or self.keys_differ or self.tools_differ or self.redelivered
-                    or self.workers)
+        return bool(self.keys_differ or self.tools_differ or self.redelivered or self.workers)
+
+    @property
+    def one_call(self) -> bool:
+        """The two attempts belong to one call of the model's, by id or by evidence that the
+        whole tool ran again."""
+        if self.same_random_key and not self.tools_differ:
+            return False
+        return self.same_call or self.above_tool
 
     def call_line(self) -> list[str]:
         if self.same_call:
@@ -373,7 +384,7 @@ def _above_tool_lines(p: Pair) -> list[str]:
 
 def queue_redelivered(p: Pair) -> Call | None:
     """The queue's receive/delivery count above one for the thread: conclusive."""
-    if not p.above_tool or not p.redelivered:
+    if not p.one_call or not p.redelivered:
         return None
     return Call(Layer.REDELIVERY, 0.95, (*_above_tool_lines(p), p.redelivered))
 
@@ -381,7 +392,7 @@ def queue_redelivered(p: Pair) -> Call | None:
 def new_run(p: Pair) -> Call | None:
     """The second execution ran in another trace, or on another worker: the run was started
     again from its checkpoint, not retried inside it."""
-    if not p.above_tool:
+    if not p.one_call:
         return None
     ta, tb = p.traces
     if p.workers:
@@ -397,7 +408,7 @@ def new_run(p: Pair) -> Call | None:
 
 def long_stop(p: Pair) -> Call | None:
     """Minutes with nothing recorded in between: the work stopped and started again."""
-    if not p.above_tool or p.band not in (Band.MINUTES, Band.BEYOND_RETENTION):
+    if not p.one_call or p.band not in (Band.MINUTES, Band.BEYOND_RETENTION):
         return None
     ta, tb = p.traces
     ev = [*_above_tool_lines(p), f"{fmt_gap(p.gap)} with nothing recorded in between: the "
@@ -435,6 +446,27 @@ def within_run(p: Pair) -> Call | None:
         "redelivery after a short visibility timeout looks the same"),))
 
 
+def same_call_only(p: Pair) -> Call | None:
+    """One tool call id and nothing else to go by (no keys, no spans, no workers): the gap
+    says which side of the tool the repeat came from. The tool's own retry first waits for
+    a client timeout; a resend below the tool comes at once or after a short backoff."""
+    if not p.same_call:
+        return None
+    ev = [*p.call_line(), *p.key_lines(), "nothing else tells a resend below the tool (same "
+          "request, no new key, no new tool span) from the tool running again"]
+    if p.gap < BELOW_TOOL_S:
+        ev.append(f"{fmt_gap(p.gap)} apart: sooner than a client timeout and a framework's "
+                  "backoff allow, so the request was resent below the tool")
+        return Call(Layer.SDK_RETRY, 0.5, tuple(ev), (Alternative(
+            Layer.GATEWAY_RETRY, "a proxy's resend comes as fast, and without client spans "
+            "the two look the same"),))
+    ev.append(f"{fmt_gap(p.gap)} apart: time for a client timeout and a retry of the step")
+    if p.band is Band.SECONDS:
+        return Call(Layer.STEP_RETRY, 0.45, tuple(ev), (Alternative(
+            Layer.SDK_RETRY, "an HTTP client's backoff can also reach a few seconds"),))
+    return Call(Layer.STEP_RETRY, 0.55, tuple(ev))
+
+
 def timing_only(p: Pair) -> Call:
     """Nothing but timing: the band's usual suspect, with low confidence."""
     suspects = usual_suspects(p.band)
@@ -447,7 +479,7 @@ def timing_only(p: Pair) -> Call:
 
 RULES: tuple[Rule, ...] = (
     model_asked_again, proxy_stamped, one_client_request, client_resent, one_tool_execution,
-    same_request_resent, queue_redelivered, new_run, long_stop, within_run,
+    same_request_resent, queue_redelivered, new_run, long_stop, within_run, same_call_only,
 )
 
 

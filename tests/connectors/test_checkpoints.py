@@ -462,7 +462,7 @@ exec "$2" -c "$3" "$1/agent.sqlite"
 """
 READ = """
 import sys
-from connectors import checkpoints
+from twice.connectors import checkpoints
 rows = checkpoints.load(sys.argv[1]).rows
 print(len(rows), sorted(set(rows["thread_id"].dropna())))
 """

@@ -91,7 +91,7 @@ TWO_GB = 2 * 2**30
 _PROBE = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
-    from connectors import registry
+    from twice.connectors import registry
     from twice.connectors.base import SourceError
     def peak_mb():
         # VmHWM belongs to this process's own memory; ru_maxrss would carry the peak of the

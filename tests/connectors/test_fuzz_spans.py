@@ -290,7 +290,7 @@ def test_corpus(path: Path) -> None:
 _MEASURE = """
 import re, sys
 from pathlib import Path
-from connectors import spans
+from twice.connectors import spans
 
 def status(key):
     return int(re.search(key + r":\\s+(\\d+)", Path("/proc/self/status").read_text())[1])

@@ -171,7 +171,10 @@ def test_the_exports_are_time_sorted_and_only_those_drawn(
     assert created == sorted(created, reverse=True)  # GET /v1/events: newest first
     assert (folder / "request_log.csv").exists() == variant["exports"]["request_log"]
     assert (folder / "stripe_logs.jsonl").exists() == variant["exports"]["stripe_logs"]
-    assert (folder / "spans.jsonl").exists() == (variant["applied"]["instrumentation"] != "none")
+    drawn = variant["applied"]["instrumentation"] != "none"
+    jaeger = variant["trace_format"] == "jaeger"
+    assert (folder / "spans.jsonl").exists() == (drawn and not jaeger)
+    assert (folder / "spans.jaeger.json").exists() == (drawn and jaeger)
     if (folder / "request_log.csv").exists():
         logged = [at(r["created"]) for r in request_log(folder)]
         assert logged == sorted(logged)

@@ -7,12 +7,13 @@ API versions before and from 2025-03-31.basil) and read by the real connector.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pandas as pd
 
 from twice.attempts import moves_money, provider_attempts
-from twice.connectors.provider import request_log, stripe_events
+from twice.connectors.provider import request_log, stripe_events, stripe_logs
 from twice.timeline import concat
 
 T0 = 1_741_000_000
@@ -192,3 +193,22 @@ def test_which_paths_move_money():
     assert not moves_money("/v1/customers/cus_1")
     assert not moves_money("/v1/payment_intents/pi_1")  # an update
     assert not moves_money("/v1/invoices/in_1/void")
+
+
+def test_a_successful_request_no_event_names_was_answered_from_the_cache(tmp_path):
+    """`stripe logs tail` names two requests of one call, the events only the first: the second
+    (200, inside the events' time range) made nothing, so the provider replayed it. Outside the
+    range the events cover, nothing can be said."""
+    logs = tmp_path / "tail.jsonl"
+    lines = [{"created_at": T0, "livemode": False, "method": "POST", "request_id": "req_1",
+              "status": 200, "url": "/v1/payment_intents"},
+             {"created_at": T0 + 1, "livemode": False, "method": "POST", "request_id": "req_2",
+              "status": 200, "url": "/v1/payment_intents"},
+             {"created_at": T0 + 9000, "livemode": False, "method": "POST",
+              "request_id": "req_3", "status": 200, "url": "/v1/payment_intents"}]
+    logs.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    events = confirmed(1, "pi_1", "req_1") + [event(9, "customer.updated", {
+        "id": "cus_A", "object": "customer", "metadata": {}}, "req_x", None, T0 + 60)]
+    out = attempts_of(events, stripe_logs.load(logs).rows).set_index("attempt_id")
+    assert out["effect"].to_dict() == {"req_1": "created", "req_2": "replayed",
+                                       "req_3": "unknown"}

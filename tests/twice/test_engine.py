@@ -24,7 +24,8 @@ def event(t: float, req: str | None, key: str | None, obj: str, customer: str = 
           amount: int = 4900, kind: str = "payment_intent.created") -> dict[str, Any]:
     otype = "charge" if obj.startswith("ch_") else "payment_intent"
     return dict(at=at(t), source="stripe_events", kind="provider_event", request_id=req,
-                idempotency_key=key, object_id=obj, object_type=otype, event_type=kind,
+                idempotency_key=key, key_recorded=1, object_id=obj, object_type=otype,
+                event_type=kind,
                 subject=customer, amount=amount, currency="usd", event_id=f"evt_{obj}")
 
 
@@ -300,3 +301,37 @@ def test_a_replay_named_by_two_logs_is_replayed_whichever_log_lists_it_first() -
     assert dup["protected"] is True
     effects = {a["attempt_id"]: a["effect"] for a in report["groups"][0]["attempts"]}
     assert effects == {"req_orig": "created", "req_0replay": "replayed"}
+
+
+def logged(t: float, req: str, status: int = 200) -> dict[str, Any]:
+    """A `stripe logs tail` line: the request, no key, nothing of its effect."""
+    return dict(at=at(t), source="stripe_logs", kind="provider_request", request_id=req,
+                method="POST", path="/v1/payment_intents", status=status, key_recorded=0)
+
+
+def test_a_request_nothing_describes_is_placed_only_where_one_window_holds_it() -> None:
+    """A logged request with no event (a replay) inside the tool calls of two threads: timing
+    alone cannot say whose it is, so it joins neither; inside one call's window only, it is
+    that call's."""
+    other = {"customer_id": "cus_other", "amount": 4900, "currency": "usd"}
+    rows = [call(0, "toolu_A"), event(1, "req_1", "key-1", "pi_1"),
+            call(2, "toolu_B", thread="th_2", args=other),
+            event(3, "req_2", "key-2", "pi_2", customer="cus_other"),
+            logged(4, "req_3"), result(10, "toolu_A"), result(12, "toolu_B", thread="th_2")]
+    assert run(rows)["groups"] == []
+    rows[-1] = result(2.5, "toolu_B", thread="th_2")  # B's call had ended before it
+    (group,) = run(rows)["groups"]
+    assert group["tool_call_ids"] == ["toolu_A"]
+    assert [a["attempt_id"] for a in group["attempts"]] == ["req_1", "req_3"]
+
+
+def test_the_key_a_client_span_saw_fills_in_for_logs_that_do_not_record_it() -> None:
+    key = derived_key("th_1", "toolu_A")
+    rows = [call(0, "toolu_A"), tool_span(0.1, 1, "tool1", "toolu_A"),
+            http_span(0.2, 0.6, "h1", "tool1", req="req_1", key=key), logged(0.3, "req_1"),
+            tool_span(30, 31, "tool2", "toolu_A"),
+            http_span(30.2, 30.6, "h2", "tool2", req="req_2", key=key), logged(30.3, "req_2"),
+            result(32, "toolu_A")]
+    report = run(rows)
+    assert "key_derived" in codes(report)
+    assert {a["idempotency_key"] for a in report["groups"][0]["attempts"]} == {key}

@@ -308,8 +308,11 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
     false = [f | {"seed": r["seed"], "scenario": r["scenario"]}
              for r in ok for f in r["false_duplicates"]]
-    expected = Counter(c for r in ok for c in r["expected_findings"])
-    hit = Counter(c for r in ok for c in r["findings_hit"])
+    # a duplicate the exports do not show (a replay that emitted no event, nothing else naming
+    # it) has no group, so no finding can be asked of it: recall counts the incidents that show
+    seen = [r for r in ok if r["truth_layer"] == NONE or r["visible"]]
+    expected = Counter(c for r in seen for c in r["expected_findings"])
+    hit = Counter(c for r in seen for c in r["findings_hit"])
     return {
         "incidents": len(results),
         "errors": [{"seed": r["seed"], "error": r["error"]} for r in results if "error" in r],
@@ -319,6 +322,7 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
         "layer_honest": _rate(sum(r["honest"] for r in dup), len(dup)),
         "visible_duplicates": len(visible),
         "layer_strict_visible": _rate(sum(r["strict"] for r in visible), len(visible)),
+        "layer_honest_visible": _rate(sum(r["honest"] for r in visible), len(visible)),
         "controls_clear": _rate(sum(r["strict"] for r in controls), len(controls)),
         "per_layer": per_layer,
         "confusion": {t: dict(c) for t, c in sorted(confusion.items())},
@@ -398,12 +402,14 @@ def render(summary: dict[str, Any], title: str = "") -> str:
         f"correct layer, strict: {_pct(summary['layer_strict'])}    "
         f"honest (two declared candidates): {_pct(summary['layer_honest'])}",
         f"  on the {summary['visible_duplicates']} whose two requests the exports name: "
-        f"{_pct(summary['layer_strict_visible'])} strict",
+        f"{_pct(summary['layer_strict_visible'])} strict, "
+        f"{_pct(summary.get('layer_honest_visible'))} honest",
         f"controls with nothing reported: {_pct(summary['controls_clear'])}",
         f"false duplicates: {fd['total']} (on controls {fd['on_controls']}, on noise "
         f"{fd['on_noise']}; unprotected {fd['unprotected']}; in {fd['incidents_with_any']} "
         "incidents)",
-        f"findings recall: {_pct(fi['recall'])} ({fi['hit']}/{fi['expected']})  " + ", ".join(
+        f"findings recall (incidents the exports show): {_pct(fi['recall'])} "
+        f"({fi['hit']}/{fi['expected']})  " + ", ".join(
             f"{c} {v['hit']}/{v['expected']}" for c, v in fi["per_code"].items()),
     ]
     if t["generation_s"]:

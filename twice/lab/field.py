@@ -332,6 +332,7 @@ def _field_truth(truth: Truth, facts: IncidentFacts, variant: dict[str, Any], ou
         request_log=bool(variant["exports"]["request_log"]),
         spans=applied["instrumentation"] != "none",
         events_record_keys=events_record_keys(applied["api_version"]),
+        span_keys=applied["instrumentation"] == "lab",
     )
     truth.expected_findings = expected_findings(facts, exports, spans,
                                                 applied["span_clock_offsets"])
@@ -447,7 +448,8 @@ def _dashboard_edits(b: Bench, busy: BusyDay, truth: Truth,
             client.v1.customers.update(customer, {"metadata": {"note": f"edit {len(out)}"}})
         else:
             open_ = [i for i in invoices if i["status"] == "open"]
-            pool = open_ if kind == "invoice.voided" and open_ else invoices
+            sendable = [i for i in invoices if i["status"] != "void"]
+            pool = open_ if kind == "invoice.voided" and open_ else sendable
             if not pool:
                 continue
             kind = kind if pool is open_ else "invoice.sent"

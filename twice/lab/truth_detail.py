@@ -125,6 +125,7 @@ class Exports:
     request_log: bool = True
     spans: bool = True
     events_record_keys: bool = True  # False for pre-2017-05-25 API versions (`request` a string)
+    span_keys: bool = True  # the spans capture the Idempotency-Key header (the lab's GenAI spans)
 
 
 def events_record_keys(api_version: str | None) -> bool:
@@ -148,25 +149,31 @@ def expected_findings(
         return []
     codes: list[str] = []
     call_of = facts.call_of()
+    def recorded(r: RequestRecord) -> bool:
+        """Some export says which key this request carried (a null there means none)."""
+        return exports.request_log or (
+            exports.events_record_keys and r.request_id in facts.event_request_ids)
+
+    def key_seen(r: RequestRecord) -> bool:
+        """Some export shows this request's key: the provider's, or a client span's header."""
+        return bool(r.idempotency_key) and (recorded(r) or (exports.spans and exports.span_keys))
+
     # key_missing: a request without a key, in an export that records keys for it
     for r in requests:
-        recorded = exports.request_log or (
-            exports.events_record_keys and r.request_id in facts.event_request_ids
-        )
-        if not r.idempotency_key and recorded:
+        if not r.idempotency_key and recorded(r):
             codes.append("key_missing")
             break
-    # key_regenerated: one tool call reached the provider with two or more keys
+    # key_regenerated: one tool call reached the provider with two or more keys, seen
     keys_by_call: dict[str, set[str]] = {}
     for r in requests:
         call = call_of.get(r.request_id)
-        if call and r.idempotency_key:
-            keys_by_call.setdefault(call, set()).add(r.idempotency_key)
+        if call and key_seen(r):
+            keys_by_call.setdefault(call, set()).add(str(r.idempotency_key))
     if any(len(keys) >= 2 for keys in keys_by_call.values()):
         codes.append("key_regenerated")
-    # key_derived: a request carried sha256(thread_id:tool_call_id)[:32]
+    # key_derived: a request carried sha256(thread_id:tool_call_id)[:32], seen
     derived = {derived_key(t, c) for t, calls in facts.calls.items() for c in calls}
-    if any(r.idempotency_key in derived for r in requests):
+    if any(r.idempotency_key in derived and key_seen(r) for r in requests):
         codes.append("key_derived")
     # key_expired: a key reused past retention made a new effect
     first_use: dict[str, float] = {}

@@ -216,6 +216,7 @@ def record_row(
         "initiator": "api",
         "request_id": request_id, "status": status,
         "idempotency_key": text_or_none(cell("idempotency_key")),
+        "key_recorded": 1 if "idempotency_key" in columns else 0,
         "object_id": text_or_none(cell("object_id")),
     }
     method = text_or_none(cell("method"))

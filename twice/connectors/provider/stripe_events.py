@@ -51,7 +51,8 @@ _PROVIDER_EVENT = Kind.PROVIDER_EVENT.value
 # the timeline columns an Event fills: every row dict `_event_row` returns has all of them
 EVENT_COLUMNS = ("at", "source", "origin", "kind", "event_id", "event_type", "request_id",
            "idempotency_key", "object_id", "object_type", "subject", "amount", "currency",
-           "outcome", "detail", "args", "thread_id", "tool_call_id", "belongs_to", "initiator")
+           "outcome", "detail", "args", "thread_id", "tool_call_id", "belongs_to", "initiator",
+           "key_recorded")
 
 
 def _object_id(value: Any) -> str | None:
@@ -190,6 +191,7 @@ def _event_row(
         # `request` present with a null id: the provider's own flow (a renewal, a payout);
         # absent or a pre-2017 string: not said
         "initiator": "api" if request_id else ("automatic" if unknown_key is None else None),
+        "key_recorded": 0 if unknown_key else 1,
     }
     return row, unknown_key
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from twice.connectors._parsing import EARLIEST, LATEST, ids_from_metadata, short
@@ -238,6 +239,7 @@ def _columns(table: Any, name: str) -> dict[str, Any] | None:
     lower = {c: c.lower() for c in set(currency) if c is not None}
     cols["currency"] = [None if c is None else lower[c] for c in currency]
     cols["origin"] = [f"{name}:{i}" for i in range(1, n + 1)]
+    cols["key_recorded"] = np.ones(n, dtype=np.int64)  # every line's `request` is an object
     cols["detail"] = [None if c is None else _first_detail(c, short)
                       for c in table.column("detail_candidates").to_pylist()]
     args: list[str | None] = [None] * n

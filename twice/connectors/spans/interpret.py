@@ -39,6 +39,7 @@ ARGUMENT_KEYS = ("gen_ai.tool.call.arguments", "tool_call.function.arguments", "
                  "tool.parameters")
 THREAD_KEYS = ("gen_ai.conversation.id", "session.id", "langgraph.thread_id", "thread_id")
 REQUEST_ID_KEYS = ("http.response.header.request-id", "stripe.request_id")
+REPLAYED_KEYS = ("http.response.header.idempotent-replayed",)
 IDEMPOTENCY_KEY_KEYS = ("http.request.header.idempotency-key",)
 PROXY_ATTEMPT_KEYS = ("http.request.header.x-envoy-attempt-count",
                       "http.response.header.x-envoy-attempt-count")
@@ -482,6 +483,9 @@ class SpanRows:
         if resource is not self._resource:
             self._resource, self._worker = resource, _first(resource, HOST_KEYS)
         outcome, detail = _outcome(rec, http_status)
+        if kind is _HTTP_SPAN and outcome == "ok" and \
+                _first(attrs, REPLAYED_KEYS) in ("true", "True", "1"):
+            outcome = "replayed"  # the provider answered from its idempotency cache
         self._rows.append((origin, kind, start_ns, end_ns, trace_id, span_id, parent_span_id,
                            name, self._worker, outcome, detail, *tail))
         self._inherits.append(inherits)
