@@ -1,4 +1,4 @@
-"""Shared fixtures: a real PostgreSQL server for the whole test session.
+"""Shared fixtures: a real PostgreSQL server for the whole test session; Hypothesis profiles.
 
 The suite starts its own throw-away server (initdb + pg_ctl) on 127.0.0.1 with a random
 superuser password, so connectors are tested against the real thing, not a double. CI installs
@@ -20,7 +20,20 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, settings
 from psycopg import sql
+
+# Property tests: `ci` (what ./scripts/test and CI run) draws the same cases every run and keeps
+# no example database, so a run's verdict never depends on luck or on an earlier run;
+# `explore` (plain `python -m pytest`) draws fresh cases each time and remembers failures in
+# .hypothesis/. HYPOTHESIS_PROFILE picks one; CI=true alone means `ci`. No deadline in `ci`: a
+# loaded machine must not fail a test (the fuzz tests keep their own generous hang guard).
+settings.register_profile(
+    "ci", derandomize=True, database=None, deadline=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("explore", print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE")
+                      or ("ci" if os.environ.get("CI") else "explore"))
 
 _SERVER_OPTIONS = (
     # durability is worthless for a test server and costs most of its start-up time

@@ -34,12 +34,11 @@ EXAMPLES = int(os.environ.get("TWICE_FUZZ_EXAMPLES", "0"))
 
 
 def fuzz_settings(max_examples: int, deadline_s: float = 20.0) -> settings:
-    """Modest examples in CI, derandomized (same cases every run); a deadline catches hangs."""
+    """Modest examples; a deadline catches hangs. Whether the cases are the same every run
+    (CI) or explored afresh (locally) is the profile's choice: tests/conftest.py."""
     return settings(
         max_examples=EXAMPLES or max_examples,
         deadline=deadline_s * 1000,
-        derandomize=True,
-        database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                HealthCheck.function_scoped_fixture],
     )

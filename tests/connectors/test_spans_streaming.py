@@ -115,7 +115,7 @@ def test_past_the_document_limit_a_file_is_read_as_lines(tmp_path: Path) -> None
     assert small == big and [w.source for w in big] == [f"{path}:1"]
 
 
-_settings = settings(max_examples=40, deadline=None, derandomize=True, database=None,
+_settings = settings(max_examples=40, deadline=None,  # derandomised in CI: tests/conftest.py
                      suppress_health_check=[HealthCheck.too_slow,
                                             HealthCheck.function_scoped_fixture])
 
