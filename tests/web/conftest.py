@@ -34,9 +34,13 @@ def running_app(env: dict[str, str]) -> Iterator[str]:
     """`streamlit run twice/web/main.py` headless on a free port with `env` added; yields its
     URL."""
     port = free_port()
+    # TWICE_TEST_TWICE=/path/to/venv/bin/twice: the app as `twice web` of another install (a
+    # fresh venv with only `pip install -e .`), to prove the first command is enough
+    start = ([os.environ["TWICE_TEST_TWICE"], "web"] if os.environ.get("TWICE_TEST_TWICE")
+             else [sys.executable, "-m", "streamlit", "run",
+                   str(ROOT / "twice" / "web" / "main.py")])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "twice" / "web" / "main.py"),
-         "--server.headless", "true", "--server.port", str(port),
+        [*start, "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
         env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
