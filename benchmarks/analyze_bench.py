@@ -2,6 +2,7 @@
 
     python benchmarks/analyze_bench.py [--events 100000] [--spans 100000] [--checkpoints 10000]
                                        [--out benchmarks/results/analyze.json]
+                                       [--folder DIR ...] [--baseline TREE] [--repeat 3]
 
 Generates, in a temp folder, an incident in the real formats: Stripe events (JSON lines, two
 events per PaymentIntent confirmed in one request), OTLP JSON lines (a tool span and an HTTP
@@ -11,6 +12,13 @@ retry with a new key). Then, each in a fresh subprocess so peak memory is its ow
   floor    read + orjson.loads every line of the JSON files
   analyze  load all sources + analyze (what `twice analyze --format json` does)
 and records wall time, peak RSS and events per second.
+
+`--folder DIR` (repeatable) measures incident folders that exist (e.g. field incidents kept by
+`twice lab eval --keep`) instead of generating one. `--baseline TREE` runs the same analysis
+with the code of another checkout (e.g. `git worktree add /tmp/old <commit>`; a tree from
+before the one import name imports `connectors`, not `twice.connectors`), alternating the two
+`--repeat` times in one run, and records each one's best time and the ratio: on a shared
+machine only a ratio measured side by side means anything.
 
 `generate` is also the data of benchmarks/suite.py (10k / 100k / 1M events, growth table,
 DuckDB comparison) and benchmarks/web_render_bench.py.
@@ -176,22 +184,33 @@ print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 ANALYZE = """
 import sys
-from twice.connectors import registry
+from pathlib import Path
+if len(sys.argv) < 3 or (Path(sys.argv[2]) / "twice" / "connectors").is_dir():
+    from twice.connectors import registry
+else:  # a tree from before the one import name
+    from connectors import registry
 from twice.engine import analyze
 from twice.report import to_contract
-found, _ = registry.scan_folder(__import__('pathlib').Path(sys.argv[1]))
+import time
+started = time.perf_counter()
+found, _ = registry.scan_folder(Path(sys.argv[1]))
 loaded = registry.load_all([(n, p, {}) for n, p in found])
+loaded_at = time.perf_counter()
 report = to_contract(analyze(loaded.rows, loaded.warnings))
+done = time.perf_counter()
 import resource
-print(len(loaded.rows), len(report['groups']), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(len(loaded.rows), len(report['groups']), round(loaded_at - started, 4),
+      round(done - loaded_at, 4), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 
-def measure(code: str, args: list[str]) -> dict:
-    """Run `code` in a fresh interpreter; it prints its results and, last, its peak RSS (KiB)."""
+def measure(code: str, args: list[str], tree: Path | None = None) -> dict:
+    """Run `code` in a fresh interpreter (with `tree`'s code first on the path, if given); it
+    prints its results and, last, its peak RSS (KiB)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)} if tree else None
     start = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                         check=True)
+                         check=True, cwd=tree, env=env)
     wall = time.perf_counter() - start
     *values, peak_kib = out.stdout.split()
     return {"wall_s": round(wall, 3), "peak_rss_mib": round(int(peak_kib) / 1024, 1),
@@ -205,7 +224,13 @@ def main() -> None:
     ap.add_argument("--checkpoints", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/analyze.json"))
+    ap.add_argument("--folder", type=Path, action="append", default=[],
+                    help="an incident folder to measure instead of a generated one (repeatable)")
+    ap.add_argument("--baseline", type=Path, help="another checkout to measure side by side")
+    ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    if args.folder or args.baseline:
+        return compare(args)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         t = time.perf_counter()
@@ -213,7 +238,7 @@ def main() -> None:
         gen_s = time.perf_counter() - t
         floor = measure(FLOOR, [str(folder / "events.jsonl"), str(folder / "spans.jsonl")])
         run = measure(ANALYZE, [str(folder)])
-    rows, groups = (int(x) for x in run["stdout"].split())
+    rows, groups = (int(x) for x in run["stdout"].split()[:2])
     result = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
@@ -227,6 +252,55 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
+
+
+def compare(args: argparse.Namespace) -> None:
+    """This tree against `--baseline` on the same folders, alternating, best of `--repeat`."""
+    here = Path(__file__).resolve().parent.parent
+    trees = {"this": here, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = list(args.folder)
+        if not folders:
+            folders = [Path(tmp)]
+            generate(folders[0], args.events, args.spans, args.checkpoints, args.seed)
+        runs: dict[str, list[dict]] = {name: [] for name in trees}
+        for _ in range(args.repeat):
+            for name, tree in trees.items():
+                walls, loads, engines, peaks, outs = 0.0, 0.0, 0.0, 0.0, []
+                for folder in folders:
+                    run = measure(ANALYZE, [str(folder.resolve()), str(tree)], tree)
+                    _, _, load_s, engine_s = run["stdout"].split()
+                    walls += run["wall_s"]
+                    loads += float(load_s)
+                    engines += float(engine_s)
+                    peaks = max(peaks, run["peak_rss_mib"])
+                    outs.append(run["stdout"])
+                runs[name].append({"wall_s": round(walls, 3), "load_s": round(loads, 3),
+                                   "analyze_s": round(engines, 3), "peak_rss_mib": peaks,
+                                   "stdout": outs})
+    best = {name: min(r["wall_s"] for r in rs) for name, rs in runs.items()}
+    best_engine = {name: min(r["analyze_s"] for r in rs) for name, rs in runs.items()}
+    best_load = {name: min(r["load_s"] for r in rs) for name, rs in runs.items()}
+    result = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "folders": [str(f) for f in args.folder] or "generated",
+        "trees": {name: str(tree) for name, tree in trees.items()},
+        "best_wall_s": best,  # with interpreter start and imports
+        "best_load_s": best_load,  # the connectors
+        "best_analyze_s": best_engine,  # the engine: analyze + the JSON contract
+        "per_folder_best_analyze_s": {n: round(b / len(folders), 4)
+                                      for n, b in best_engine.items()},
+        "peak_rss_mib": {n: max(r["peak_rss_mib"] for r in rs) for n, rs in runs.items()},
+        "runs": runs,
+    }
+    if "baseline" in best:
+        result["this_vs_baseline"] = {
+            key: round(values["this"] / max(values["baseline"], 1e-9), 2)
+            for key, values in (("wall", best), ("load", best_load), ("analyze", best_engine))}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=2))
 
 
 if __name__ == "__main__":
