@@ -112,7 +112,7 @@ def test_a_script_without_a_main_guard_can_load_side_by_side(tmp_path: Path) -> 
     script = tmp_path / "unguarded.py"
     script.write_text(textwrap.dedent(f"""
         from pathlib import Path
-        from connectors import registry
+        from twice.connectors import registry
         found, _ = registry.scan_folder(Path({str(SAMPLES / 'redelivery')!r}))
         loaded = registry.load_all([(n, p, {{}}) for n, p in found], workers=3,
                                    parallel_min_bytes=0)
