@@ -14,6 +14,7 @@ import re
 from html import escape as _escape
 
 from twice.engine import Analysis
+from twice.formats import visible
 from twice.layers import LAYERS
 from twice.store import Snapshot
 from twice.verdict import fmt_gap
@@ -26,19 +27,11 @@ h1{font-size:1.6em} .dup{border-left:4px solid #c33;padding:.2em 1em;margin:1em 
 table{border-collapse:collapse} td,th{border:1px solid #ddd;padding:.2em .5em;font-size:.9em}
 """
 
-
-# C0/C1 controls (terminal escapes, NUL) and the bidi controls that reorder what follows.
-_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
-                        "\u2066-\u2069]")
 _SCRIPT = re.compile(r"<script[^>]*>(.*?)</script>", re.S)
 
 
-def visible(text: str) -> str:
-    """Evidence or user text with control and bidi characters shown (`<U+202E>`), not obeyed."""
-    return _INVISIBLE.sub(lambda m: f"<U+{ord(m[0]):04X}>", text)
-
-
 def escape(text: str) -> str:
+    """Evidence or user text as HTML text: markup escaped, controls and bidi shown (`visible`)."""
     return _escape(visible(text))
 
 
