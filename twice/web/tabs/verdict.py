@@ -3,8 +3,10 @@ attempts side by side."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
+from twice.formats import visible
 from twice.layers import LAYERS
 from twice.store import effective_overrides
 from twice.verdict import fmt_gap
@@ -44,5 +46,11 @@ def render(inv: Investigation) -> None:
     if LAYERS[dup.layer].code:
         st.code(LAYERS[dup.layer].code, language="python")
     st.subheader("The two attempts side by side")
-    st.dataframe(attempt_comparison(inv.analysis, group.group_id, dup.first, dup.second),
-                 width="stretch")
+    table = attempt_comparison(inv.analysis, group.group_id, dup.first, dup.second)
+    st.dataframe(_shown(table), width="stretch")
+
+
+def _shown(table: pd.DataFrame) -> pd.DataFrame:
+    """The comparison as displayed: a bidi override in an id must not reorder its cell."""
+    return table.assign(**{col: table[col].map(lambda v: visible(v) if isinstance(v, str) else v)
+                           for col in ("first", "second")})
