@@ -20,11 +20,16 @@ from twice.store import Snapshot
 from twice.verdict import fmt_gap
 from twice.web.figures import SVG_MAX_POINTS, duplicates_frame, gaps_figure, timeline_figure
 
+# Evidence text can be one unbroken 5,000-character id: every text wraps anywhere rather than
+# widen the page, and a table never grows past it.
 STYLE = """
-body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
+body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;
+overflow-wrap:anywhere}
 h1{font-size:1.6em} .dup{border-left:4px solid #c33;padding:.2em 1em;margin:1em 0}
 .protected{border-color:#c90} code{background:#f3f3f3;padding:0 .2em}
-table{border-collapse:collapse} td,th{border:1px solid #ddd;padding:.2em .5em;font-size:.9em}
+pre{white-space:pre-wrap}
+table{border-collapse:collapse;max-width:100%}
+td,th{border:1px solid #ddd;padding:.2em .5em;font-size:.9em;overflow-wrap:anywhere}
 """
 
 _SCRIPT = re.compile(r"<script[^>]*>(.*?)</script>", re.S)
