@@ -34,9 +34,12 @@ from tests.hostile import (
     REQUEST,
     RICH_LINK,
     SAMPLES,
+    honest_analysis,
 )
 from twice.cli.drill import show_question, show_result
 from twice.cli.sweep import _print_table
+from twice.cli.table import render
+from twice.clocks import THIN_LABEL
 from twice.drills.curriculum import Drill
 from twice.drills.grading import Explanation, Grade
 from twice.drills.question import Gap, Question
@@ -182,6 +185,25 @@ def test_drill_question_and_feedback_show_hostile_text_as_text() -> None:
     assert text.count(RICH_LINK) >= 4  # prompt, table, headline, misled: as typed
     for shown in ("<U+001B>]52;c;aGVsbG8=", "<U+202E>", "<U+0000>", "fix <U+001B>[2J"):
         assert shown in text
+
+
+def test_table_shows_alternatives_and_clocks() -> None:
+    """The layers the evidence cannot rule out, and each clock's offset with its reference,
+    range, support and thin flag, in the terminal's words; evidence text in them named."""
+    analysis = honest_analysis()
+    console, out = _terminal()
+    render(analysis, [("stripe_events", "events.json")], [], console=console)
+    text = out.getvalue()
+    _safe(text)
+    (dup,) = analysis.groups[0].duplicates
+    assert "could also be: gateway_retry, a proxy or gateway between the agent and the " \
+           f"provider resent the request — {dup.alternatives[0].why}" in " ".join(text.split())
+    (offset,) = analysis.offsets
+    assert f"provider runs {offset.seconds:+.3f} s against spans of worker-a<U+001B>[2J" in text
+    assert f"(its evidence allows {offset.low:+.3f} … {offset.high:+.3f} s)" in text
+    assert f"; {offset.pairs} records support it: " in text
+    assert THIN_LABEL in text
+    assert "off the spans" not in text
 
 
 if __name__ == "__main__":  # pragma: no cover

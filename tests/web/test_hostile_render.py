@@ -1,5 +1,7 @@
-"""Evidence text in the figures and the duplicate picker: shown as the text it is, never drawn
-as markup nor obeyed as a control.
+"""Evidence text in the figures, the duplicate picker, the verdict tab and the HTML report: shown
+as the text it is, never drawn as markup nor obeyed as a control; and the engine's honesty
+fields (the layers a verdict cannot rule out, the clock offsets with their reference, range,
+support and thin flag) in each of those views.
 
 The figures are checked as data (every string plotly would draw), the pages with Streamlit's
 AppTest; tests/web/test_hostile_browser.py looks at the same evidence in chromium.
@@ -7,8 +9,10 @@ AppTest; tests/web/test_hostile_browser.py looks at the same evidence in chromiu
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +22,11 @@ import streamlit as st
 
 from tests.hostile import CLEAR, EVIL_TOOL, honest_timeline
 from tests.web.conftest import run_app
+from twice.clocks import THIN_LABEL, THIN_WHY
 from twice.engine import Analysis, analyze
 from twice.store import Snapshot, Summary, open_store
 from twice.web.figures import duplicates_frame, gaps_figure, plot_text, timeline_figure
+from twice.web.report_html import build_report
 
 RLO = "\u202e"
 TOOL = EVIL_TOOL + RLO
@@ -109,6 +115,24 @@ def _snapshot(timeline: pd.DataFrame, title: str) -> Snapshot:
     return Snapshot(summary, timeline, [], [], [])
 
 
+def test_report_shows_alternatives_and_clocks(analysis: Analysis) -> None:
+    html = build_report(_snapshot(analysis.timeline, "honest"), analysis)
+    (dup,) = analysis.groups[0].duplicates
+    (alternative,) = dup.alternatives
+    assert f"<p class='alt'>{escape(alternative.describe())}</p>" in html
+    assert "could also be: gateway_retry, a proxy or gateway" in html
+    (offset,) = analysis.offsets
+    assert "<h2>Clocks</h2>" in html
+    assert (f"provider runs {offset.seconds:+.3f} s against spans of worker-a&lt;U+001B&gt;[2J "
+            f"(its evidence allows {offset.low:+.3f} … {offset.high:+.3f} s); "
+            f"{offset.pairs} records support it: ") in html
+    assert f"<span class='thin'>{THIN_LABEL}</span> {escape(THIN_WHY)}" in html
+    # outside the charts' data (a script's JSON, where an id stays exact), nothing is obeyed
+    text = re.sub(r"<script[^>]*>.*?</script>", "", html, flags=re.S)
+    assert "\x1b" not in text and RLO not in text
+    assert "evil.example/\">" not in html  # the tool's link is text, in the report and charts
+
+
 # --- the pages (AppTest) ---------------------------------------------------------------------
 
 @pytest.fixture
@@ -131,3 +155,35 @@ def test_duplicate_picker_names_the_bidi_override(store_path: Path) -> None:
     (picker,) = [s for s in at.selectbox if s.label == "Duplicate"]
     assert picker.options and all(RLO not in o and o.endswith("<U+202E>")
                                   for o in picker.options)
+
+
+def test_verdict_tab_says_what_else_it_could_be_and_how_sure_the_clocks_are(
+        store_path: Path, analysis: Analysis) -> None:
+    at = run_app({"inv": INV, "tab": "verdict"})
+    (dup,) = analysis.groups[0].duplicates
+    (alternative,) = dup.alternatives
+    warnings = [_unescaped(w.value) for w in at.warning]
+    assert alternative.describe().startswith("could also be: gateway_retry, a proxy or gateway")
+    assert any(alternative.describe() in w for w in warnings), warnings
+    assert any(h.value == "Clocks" for h in at.subheader)
+    clocks = [_unescaped(m.value) for m in at.markdown if "records support it" in m.value]
+    (offset,) = analysis.offsets
+    assert len(clocks) == 1
+    assert f"provider runs {offset.seconds:+.3f} s against spans of worker-a<U+001B>[2J" \
+        in clocks[0]
+    assert f":orange-badge[{THIN_LABEL}]" in clocks[0] and THIN_WHY in clocks[0]
+    page = "\n".join(m.value for m in [*at.markdown, *at.caption, *at.warning])
+    assert RLO not in page and "\x1b" not in page
+
+
+def test_timeline_tab_says_how_each_clock_was_read(store_path: Path,
+                                                   analysis: Analysis) -> None:
+    at = run_app({"inv": INV, "tab": "timeline"})
+    captions = [_unescaped(c.value) for c in at.caption if c.value.startswith("Clock:")]
+    (offset,) = analysis.offsets
+    assert len(captions) == 1
+    assert f"provider runs {offset.seconds:+.3f} s against spans of worker-a<U+001B>[2J" \
+        in captions[0]
+    assert f"{offset.pairs} records support it" in captions[0]
+    assert THIN_LABEL in captions[0]
+    assert not any("off the spans" in c.value for c in at.caption)

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from twice.cli.text import plain, shown
+from twice.clocks import THIN_LABEL, THIN_WHY, ClockOffset
 from twice.engine import Analysis, Group
 from twice.formats import money
 from twice.layers import LAYERS
@@ -43,6 +44,8 @@ def _group_panel(group: Group) -> Panel:
             f"  confidence {d.confidence:.2f}  gap {fmt_gap(d.gap_seconds)} ({d.band})"
             + ("  protected" if d.protected else "")))
         body.append(Text(f"  {LAYERS[d.layer].plain}", style="italic"))
+        for alternative in d.alternatives:
+            body.append(plain(f"  {alternative.describe()}", style="yellow"))
         for item in d.evidence:
             body.append(plain(f"  - {item}"))
         body.append(plain(f"  fix: {d.fix}", style="green"))
@@ -57,13 +60,20 @@ def _group_panel(group: Group) -> Panel:
     return Panel(RichGroup(*body), title=title, title_align="left")
 
 
+def clock_line(offset: ClockOffset) -> Text:
+    """One clock offset: how far, against what, its range and support; thin ones flagged."""
+    line = plain(f"clock: {offset.describe()}", style="dim")
+    if offset.thin:
+        line.append(f"  [{THIN_LABEL}: {THIN_WHY}]", style="bold yellow")
+    return line
+
+
 def render(analysis: Analysis, sources: list[tuple[str, str]], notes: list[str],
            console: Console | None = None) -> None:
     console = console or Console()
     console.print(plain("evidence: " + "; ".join(f"{n} {t}" for n, t in sources), style="dim"))
     for o in analysis.offsets:
-        console.print(plain(f"clock: {o.source} is {o.seconds:+.3f} s off the spans "
-                            f"({o.pairs} pairs: {o.basis})", style="dim"))
+        console.print(clock_line(o))
     if not analysis.groups:
         console.print("No logical call executed more than once.")
     for group in analysis.groups:
