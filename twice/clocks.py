@@ -24,6 +24,8 @@ NS = 1_000_000_000
 MAX_OFFSET_S = 300.0  # clocks further apart than this are not searched
 SAMPLE = 400  # provider requests the offset is voted on (evenly spread over the evidence)
 THIN = 3  # fewer supporting records than this: the offset is flagged as thin
+THIN_LABEL = "thin evidence"  # how every view flags a thin offset
+THIN_WHY = "too few records support this offset, so a verdict that leans on it is less sure"
 _SLACK_S = 0.05  # timing noise allowed at each window's edges
 
 
@@ -37,6 +39,15 @@ class ClockOffset:
     low: float | None = None  # the range of offsets the supporting records allow
     high: float | None = None
     thin: bool = False  # too little supports it: verdicts that depend on it are less sure
+
+    def describe(self) -> str:
+        """The offset in words, as every view shows it: how far, against which clock, the
+        range its evidence allows, and what voted for it (without the thin flag: views mark
+        that themselves, with THIN_LABEL and THIN_WHY)."""
+        allows = "" if self.low is None or self.high is None else \
+            f" (its evidence allows {self.low:+.3f} … {self.high:+.3f} s)"
+        return (f"{self.source} runs {self.seconds:+.3f} s against {self.reference}{allows}; "
+                f"{self.pairs} records support it: {self.basis}")
 
 
 def stab(times: np.ndarray, starts: np.ndarray, ends: np.ndarray, tol: float

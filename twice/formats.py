@@ -1,10 +1,11 @@
-"""How twice writes times and money: one home for every part (connectors, store, sweep, cli,
-web, lab), so a time reads the same everywhere and an amount is never divided by 100 when its
-currency has no cents.
+"""How twice writes times, money and evidence text: one home for every part (connectors, store,
+sweep, cli, web, lab), so a time reads the same everywhere, an amount is never divided by 100 when
+its currency has no cents, and text from the evidence never acts on whoever reads it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -12,7 +13,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-__all__ = ["iso", "minor_unit_exponent", "money", "utc"]
+__all__ = ["iso", "minor_unit_exponent", "money", "utc", "visible"]
 
 # Amounts are integers in the currency's minor unit (Stripe, PayPal and Adyen agree on the unit,
 # ISO 4217's exponent). Currencies without a minor unit, as Stripe lists them: 500 JPY is 500.
@@ -56,3 +57,16 @@ def money(amounts: Mapping[str, int], empty: str = "—") -> str:
         # Decimal: exact for any int64 amount (a float would round past 2**53)
         parts.append(f"{Decimal(amount).scaleb(-places):,.{places}f} {currency.upper()}")
     return ", ".join(parts) or empty
+
+
+# C0 and C1 controls (ESC, NUL, DEL, the 8-bit CSI 0x9b: what terminals obey) and the bidi
+# controls that reorder the text after them. Tab and newline are text, and stay.
+INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                        "\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """Text from the evidence or a user, safe to show anywhere (terminal, page, chart): each
+    control and bidi character is written as its code point, `<U+001B>`, `<U+202E>`, so it is
+    seen, never obeyed. Data (the JSON contract, exports) keeps the text as it was."""
+    return INVISIBLE.sub(lambda m: f"<U+{ord(m[0]):04X}>", text)

@@ -43,6 +43,10 @@ class Alternative:
     layer: Layer
     why: str
 
+    def describe(self) -> str:
+        """The alternative in words, as every view shows it (plain words from LAYERS)."""
+        return f"could also be: {self.layer.value}, {LAYERS[self.layer].plain} — {self.why}"
+
 
 @dataclass(frozen=True)
 class Duplicate:

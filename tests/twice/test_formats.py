@@ -1,4 +1,4 @@
-"""Times and money as every part of twice writes them (twice/formats.py)."""
+"""Times, money and evidence text as every part of twice writes them (twice/formats.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pandas as pd
 import pytest
 
-from twice.formats import iso, minor_unit_exponent, money, utc
+from twice.formats import iso, minor_unit_exponent, money, utc, visible
 
 
 @pytest.mark.parametrize(("amounts", "shown"), [
@@ -47,3 +47,19 @@ def test_a_time_without_a_zone_is_utc() -> None:
     assert utc("2024-06-03 14:21") == pd.Timestamp("2024-06-03T14:21Z")
     assert utc(pd.Timestamp("2024-06-03T16:21+02:00")) == pd.Timestamp("2024-06-03T14:21Z")
     assert str(utc(datetime(2024, 6, 3)).tz) == "UTC"
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("t\x1b]52;c;aGVsbG8=\x1b\\\x1b[2J", "t<U+001B>]52;c;aGVsbG8=<U+001B>\\<U+001B>[2J"),
+    ("req\x00\x07\x08\r\x7f", "req<U+0000><U+0007><U+0008><U+000D><U+007F>"),
+    ("\x9b31m\x85\x9f", "<U+009B>31m<U+0085><U+009F>"),  # C1: the 8-bit CSI, NEL
+    ("a\u202eb\u202ac\u2066d\u2069e\u200ef\u200fg\u061ch",
+     "a<U+202E>b<U+202A>c<U+2066>d<U+2069>e<U+200E>f<U+200F>g<U+061C>h"),
+])
+def test_visible_names_control_and_bidi_characters(text: str, shown: str) -> None:
+    assert visible(text) == shown
+
+
+def test_visible_keeps_ordinary_text_tabs_and_lines() -> None:
+    text = "cus_é 顧客 عميل 🙂 <b>&amp; line\n\tnext"
+    assert visible(text) == text

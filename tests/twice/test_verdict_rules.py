@@ -181,3 +181,10 @@ def test_judge_lowers_confidence_outside_the_layers_bands_and_when_nothing_links
     unlinked = judge(attempt(0), attempt(0.5), context())
     assert unlinked.confidence <= 0.45
     assert dup.fix == LAYERS[Layer.REDELIVERY].fix
+
+
+def test_an_alternative_is_said_in_the_layers_table_s_plain_words() -> None:
+    for layer in Layer:
+        words = verdict.Alternative(layer, "it fits the gap too").describe()
+        assert words == f"could also be: {layer.value}, {LAYERS[layer].plain} — it fits the " \
+                        "gap too"

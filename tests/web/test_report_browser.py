@@ -15,7 +15,7 @@ from tests.web.conftest import chromium, hover_points
 from tests.web.test_figures import enlarged
 from twice.connectors import registry
 from twice.engine import analyze
-from twice.store import Snapshot, Summary
+from twice.store import Note, Snapshot, Summary
 from twice.web.figures import SVG_MAX_POINTS
 from twice.web.report_html import build_report
 
@@ -59,4 +59,32 @@ def test_report_charts_draw_without_webgl_and_answer_the_mouse(browser: Any, tmp
     assert page.locator(".no-webgl").count() == 0
     assert hover_points(page) == 2  # a label for a point of each chart
     assert errors == []
+    page.close()
+
+
+def test_report_wraps_long_unbroken_evidence_within_the_window(browser: Any,
+                                                               tmp_path: Path) -> None:
+    """A 5,000-character title, ids and note, none with a space to break at: the report stays
+    as wide as the window (it once grew 79,670 px wide)."""
+    long = "W" * 5_000
+    found, _ = registry.scan_folder(SAMPLES / "step_retry")
+    timeline = registry.load_all([(n, p, {}) for n, p in found]).rows
+    for column in ("request_id", "thread_id", "tool_call_id", "tool_name", "idempotency_key"):
+        timeline[column] = timeline[column].where(timeline[column].isna(),
+                                                  timeline[column] + long).astype("string")
+    analysis = analyze(timeline)
+    assert analysis.groups and analysis.groups[0].duplicates[0].second.endswith(long)
+    summary = Summary(id="wide", title=long, created_at=datetime(2025, 3, 3, tzinfo=UTC),
+                      provider="stripe", groups=len(analysis.groups),
+                      worst_layer="step_retry", money_at_risk={}, sources=[long], tags=[])
+    note = Note(author=long, text=long, at=datetime(2025, 3, 3, 10, tzinfo=UTC))
+    report = tmp_path / "report.html"
+    report.write_text(build_report(Snapshot(summary, timeline, [note], [], []), analysis),
+                      encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.goto(report.as_uri())
+    page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=60_000)
+    assert page.locator("h1").inner_text() == long  # all of it is there, wrapped
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 1200 + 2, f"the report is {width} px wide in a 1200 px window"
     page.close()

@@ -23,9 +23,11 @@ import click
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from twice import drills
 from twice.cli.options import EXIT_BAD_INPUT, EXIT_OK, bad_input_ends_the_command, run
+from twice.cli.text import plain, shown
 from twice.drills.store import DrillStore
 from twice.store import StoreError
 from twice.verdict import fmt_gap
@@ -37,12 +39,12 @@ scores_option = click.option("--store", "scores", default=None,
                                   "or $TWICE_DRILL_STORE)")
 
 
-def _cell(value: object) -> str:
+def _cell(value: object) -> Text:
     if value is None or (not isinstance(value, str) and pd.isna(value)):  # type: ignore[call-overload]
-        return "-"
+        return Text("-")
     if isinstance(value, pd.Timestamp):
-        return f"{value:%H:%M:%S.%f}"[:-3]
-    return str(value)
+        return Text(f"{value:%H:%M:%S.%f}"[:-3])
+    return plain(value)  # evidence: neither markup nor a terminal control
 
 
 def _table(title: str, frame: pd.DataFrame) -> Table:
@@ -55,14 +57,14 @@ def _table(title: str, frame: pd.DataFrame) -> Table:
 
 
 def show_question(console: Console, q: drills.Question) -> None:
-    console.print(f"[bold]{q.prompt}[/bold]\n")
+    console.print(Text.assemble((shown(q.prompt), "bold"), "\n"))
     console.print(_table("Payment requests for the customer (provider, clock-aligned UTC)",
                          q.attempts.drop(columns=["currency"])))
     console.print("\n[bold]Gaps[/bold] (bands: seconds < 10 s < tens of seconds < 2 min < "
                   "minutes < key retention 24 h)")
     for g in q.gaps:
-        console.print(f"  {g.first} -> {g.second}: {fmt_gap(g.gap_seconds)} "
-                      f"({g.band.value.replace('_', ' ')})")
+        console.print(plain(f"  {g.first} -> {g.second}: {fmt_gap(g.gap_seconds)} "
+                            f"({g.band.value.replace('_', ' ')})"))
     if not q.gaps:
         console.print("  (one request)")
     console.print()
@@ -78,7 +80,7 @@ def _ask(console: Console, what: str, choices: dict[str, str],
         try:
             return drills.parse_choice(read(f"{what} (number or name): "), choices)
         except ValueError as exc:
-            console.print(str(exc))
+            console.print(plain(exc))
 
 
 def show_result(console: Console, g: drills.Grade, e: drills.Explanation) -> None:
@@ -87,16 +89,16 @@ def show_result(console: Console, g: drills.Grade, e: drills.Explanation) -> Non
                   f"(you said {g.layer_answer}, it was {g.true_layer}); fix "
                   f"{marks[g.fix_ok]} (you said {g.fix_answer}; right: "
                   f"{', '.join(sorted(g.accepted_fixes))})")
-    console.print(f"\n[bold]{e.headline}[/bold]\n{e.what_happened}")
+    console.print(Text.assemble("\n", (shown(e.headline), "bold"), "\n", shown(e.what_happened)))
     console.print("\n[bold]What gave it away[/bold]")
     for item in e.gave_away:
-        console.print(f"  - {item}", markup=False)
+        console.print(plain(f"  - {item}"))
     console.print("\n[bold]What would have misled[/bold]")
     for item in e.misled or ("nothing in particular: the fingerprints agree with the timing",):
-        console.print(f"  - {item}", markup=False)
+        console.print(plain(f"  - {item}"))
     console.print("\n[bold]Fix[/bold]")
-    console.print(e.fix, markup=False)
-    console.print(e.twice_said, style="dim", markup=False)
+    console.print(plain(e.fix))
+    console.print(plain(e.twice_said, style="dim"))
 
 
 def show_progress(console: Console, store: DrillStore, trainee: str) -> None:

@@ -19,6 +19,7 @@ from twice.cli.options import (
     format_option,
     utc_time,
 )
+from twice.cli.text import shown
 from twice.connectors.base import SourceError, redact
 from twice.engine import analyze
 
@@ -71,7 +72,7 @@ def investigate_command(customer: str | None, payment_intent: str | None, charge
     req = Request(subject=subjects[0], around=when.to_pydatetime(),
                   window=timedelta(seconds=span), stripe_key=key,
                   stripe_base_url=stripe_base_url, checkpoints=checkpoints, traces=traces)
-    result = investigate(req, progress=lambda msg: print(msg, file=sys.stderr))
+    result = investigate(req, progress=lambda msg: print(shown(msg), file=sys.stderr))
     if out is not None:
         for path in save_folder(req, result, out):
             print(f"saved {path}", file=sys.stderr)
@@ -86,5 +87,5 @@ def investigate_command(customer: str | None, payment_intent: str | None, charge
          {"partial": result.partial, "errors": result.errors,
           "thread_ids": result.thread_ids, "trace_ids": result.trace_ids})
     for error in result.errors:
-        print(f"twice: {error}", file=sys.stderr)
+        print(f"twice: {shown(error)}", file=sys.stderr)  # may quote a server's answer
     return EXIT_BAD_INPUT if result.partial else EXIT_OK

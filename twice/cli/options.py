@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import click
 import pandas as pd
 
+from twice.cli.text import shown
 from twice.connectors import registry
 from twice.connectors.base import SourceError, UnknownConnectorError, redact
 from twice.connectors.provider import request_log
@@ -95,7 +96,8 @@ def bad_input_ends_the_command(prefix: str = "twice",
             try:
                 return fn(*args, **kwargs)
             except errors as exc:
-                print(f"{prefix}: {redact(str(exc))}", file=sys.stderr)
+                # the message may quote the evidence: named controls, never obeyed
+                print(f"{prefix}: {shown(redact(str(exc)))}", file=sys.stderr)
                 return EXIT_BAD_INPUT
         return command  # type: ignore[return-value]
     return wrap

@@ -23,6 +23,7 @@ from twice.cli.options import (
     format_option,
     utc_time,
 )
+from twice.cli.text import plain, shown
 from twice.connectors.base import SourceError
 from twice.formats import money
 from twice.store import Store, open_store
@@ -84,7 +85,7 @@ def sweep_command(paths: Sequence[str], request_log_map: str | None,
     else:
         sources, notes = evidence(paths, flags, request_log_map, tool_attribute)
         for note in notes:
-            print(f"twice: {note}", file=sys.stderr)
+            print(f"twice: {shown(note)}", file=sys.stderr)
     bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("chunks · {task.fields[dups]} duplicates"), TimeElapsedColumn(),
                    console=Console(stderr=True), disable=no_progress)
@@ -153,10 +154,11 @@ def _print_table(record: SweepRecord, groups: Sequence[SweepGroup], base_url: st
                 "attempts", "link"]:
         table.add_column(col, no_wrap=True)
     for g in groups:
-        table.add_row(f"{g.first_at:%Y-%m-%d %H:%M:%S}", g.layer or "—",
+        # cells as Text: a customer id from the evidence is neither markup nor a control
+        table.add_row(f"{g.first_at:%Y-%m-%d %H:%M:%S}", plain(g.layer or "—"),
                       "—" if g.confidence is None else f"{g.confidence:.2f}",
                       money(g.money_at_risk) + (" (key held)" if g.protected else ""),
-                      g.customer or "—", str(g.attempts), group_link(base_url, g))
+                      plain(g.customer or "—"), str(g.attempts), plain(group_link(base_url, g)))
     out.print(table)
     t = totals(groups)
     for layer, row in t["by_layer"].items():
@@ -164,4 +166,4 @@ def _print_table(record: SweepRecord, groups: Sequence[SweepGroup], base_url: st
                   f"{money(row['money_at_risk'])}")
     out.print(f"{t['groups']} duplicate groups, money at risk {money(t['money_at_risk'])}")
     for w in record.warnings:
-        out.print(f"warning: {w.get('source')}: {w.get('detail')}", markup=False)
+        out.print(plain(f"warning: {w.get('source')}: {w.get('detail')}"))

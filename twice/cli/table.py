@@ -1,12 +1,19 @@
-"""The readable `twice analyze` output: one panel per logical call, newest first."""
+"""The readable `twice analyze` output: one panel per logical call, newest first.
+
+Everything here that came from the evidence (ids, names, keys, evidence lines, warnings, file
+names) goes through `twice.cli.text`: a terminal shows it and obeys none of it.
+"""
 
 from __future__ import annotations
 
 from rich.console import Console
+from rich.console import Group as RichGroup
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from twice.cli.text import plain, shown
+from twice.clocks import THIN_LABEL, THIN_WHY, ClockOffset
 from twice.engine import Analysis, Group
 from twice.formats import money
 from twice.layers import LAYERS
@@ -25,50 +32,58 @@ def _group_panel(group: Group) -> Panel:
         attempts.add_column(col, overflow="fold")
     for _, row in group.attempts.iterrows():
         a = attempt_dict(row.to_dict())
-        attempts.add_row(a["attempt_id"], f"{row['at']:%Y-%m-%d %H:%M:%S.%f}"[:-3],
-                         _short(a["idempotency_key"]) or "(none)",
-                         _short(a["tool_call_id"]) or "-", a["effect"], a["object_id"] or "-")
+        attempts.add_row(plain(a["attempt_id"]), f"{row['at']:%Y-%m-%d %H:%M:%S.%f}"[:-3],
+                         plain(_short(a["idempotency_key"]) or "(none)"),
+                         plain(_short(a["tool_call_id"]) or "-"), plain(a["effect"]),
+                         plain(a["object_id"] or "-"))
     body: list[Text | Table] = [attempts]
     for d in group.duplicates:
-        head = Text()
-        head.append(f"\n{d.second}: ", style="bold")
-        head.append(str(d.layer), style="bold red" if not d.protected else "bold yellow")
-        head.append(f"  confidence {d.confidence:.2f}  gap {fmt_gap(d.gap_seconds)} "
-                    f"({d.band})" + ("  protected" if d.protected else ""))
-        body.append(head)
+        body.append(Text.assemble(
+            "\n", (f"{shown(d.second)}: ", "bold"),
+            (str(d.layer), "bold red" if not d.protected else "bold yellow"),
+            f"  confidence {d.confidence:.2f}  gap {fmt_gap(d.gap_seconds)} ({d.band})"
+            + ("  protected" if d.protected else "")))
         body.append(Text(f"  {LAYERS[d.layer].plain}", style="italic"))
+        for alternative in d.alternatives:
+            body.append(plain(f"  {alternative.describe()}", style="yellow"))
         for item in d.evidence:
-            body.append(Text(f"  - {item}"))
-        body.append(Text(f"  fix: {d.fix}", style="green"))
+            body.append(plain(f"  - {item}"))
+        body.append(plain(f"  fix: {d.fix}", style="green"))
     if group.findings:
         body.append(Text("\nfindings", style="bold"))
         for f in group.findings:
-            body.append(Text(f"  [{f.code}] {f.detail}"))
+            body.append(plain(f"  [{f.code}] {f.detail}"))
     risk = money(group.money_at_risk(), empty="no second effect")
-    title = (f"{group.group_id}  tool {group.tool_name or '?'}  thread {group.thread_id or '?'}"
-             f"  {len(group.attempts)} attempts  money at risk: {risk}")
-    from rich.console import Group as RichGroup
-
+    title = plain(f"{group.group_id}  tool {group.tool_name or '?'}  thread "
+                  f"{group.thread_id or '?'}  {len(group.attempts)} attempts  money at risk: "
+                  f"{risk}")
     return Panel(RichGroup(*body), title=title, title_align="left")
+
+
+def clock_line(offset: ClockOffset) -> Text:
+    """One clock offset: how far, against what, its range and support; thin ones flagged."""
+    line = plain(f"clock: {offset.describe()}", style="dim")
+    if offset.thin:
+        line.append(f"  [{THIN_LABEL}: {THIN_WHY}]", style="bold yellow")
+    return line
 
 
 def render(analysis: Analysis, sources: list[tuple[str, str]], notes: list[str],
            console: Console | None = None) -> None:
     console = console or Console()
-    console.print(Text("evidence: " + "; ".join(f"{n} {t}" for n, t in sources), style="dim"))
+    console.print(plain("evidence: " + "; ".join(f"{n} {t}" for n, t in sources), style="dim"))
     for o in analysis.offsets:
-        console.print(Text(f"clock: {o.source} is {o.seconds:+.3f} s off the spans "
-                           f"({o.pairs} pairs: {o.basis})", style="dim"))
+        console.print(clock_line(o))
     if not analysis.groups:
         console.print("No logical call executed more than once.")
     for group in analysis.groups:
         console.print(_group_panel(group))
     for note in notes:
-        console.print(Text(note, style="dim"))
+        console.print(plain(note, style="dim"))
     if analysis.warnings:
         console.print(Text(f"{len(analysis.warnings)} warnings:", style="yellow"))
         for w in analysis.warnings[:20]:
-            console.print(Text(f"  {w.source}: {w.detail}", style="yellow"))
+            console.print(plain(f"  {w.source}: {w.detail}", style="yellow"))
         if len(analysis.warnings) > 20:
             console.print(Text(f"  ... and {len(analysis.warnings) - 20} more (--format json "
                                "lists all)", style="yellow"))

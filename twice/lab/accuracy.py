@@ -36,6 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from twice.formats import visible
+
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "accuracy.json"
 
@@ -471,7 +473,8 @@ def run_eval(analyze: Analyze, *, seeds: int | None, ci: bool = False, start: in
 
     def progress(r: dict[str, Any]) -> None:
         if "error" in r:
-            print(f"seed {r['seed']}: ERROR {r['error'][:200]}", file=sys.stderr)
+            # an error may quote the evidence: its controls are named, never obeyed
+            print(f"seed {r['seed']}: ERROR {visible(r['error'][:200])}", file=sys.stderr)
             return
         mark = "ok" if r["strict"] else ("~" if r["honest"] else "WRONG")
         print(f"seed {r['seed']:>7} {r['scenario']:<26} truth {r['truth_layer']:<17} "

@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from twice.engine import Analysis, Group
-from twice.formats import iso, utc
+from twice.formats import INVISIBLE, iso, utc, visible
 from twice.layers import LAYERS, Band, Bands, Layer, usual_suspects
 from twice.store.links import DuplicateKey
 from twice.timeline import Kind
@@ -74,6 +74,33 @@ SVG_MAX_POINTS = 3_000
 SELECTED_NAME = "selected group"
 ATTEMPTS_LINE_NAME = "selected group: attempts"
 AGGREGATE_NAME = "other rows (count per time bucket)"
+
+
+# --- evidence text in a figure -----------------------------------------------------------------
+
+# plotly draws a subset of HTML in hover text, tick labels, trace names and titles (`<a href>`,
+# `<span style>`, `<br>`, and `<extra>` in a hover): evidence text goes in as entities, which
+# plotly turns back into the characters after reading the tags. It decodes &amp; &lt; &gt; and
+# numeric entities, not &quot;, so quotes are numeric.
+_ENTITIES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;"})
+_MARKUP = "[&<>\"']"
+
+
+def plot_text(value: object) -> str:
+    """Evidence text as plotly text: shown as typed, its markup never drawn, its control and bidi
+    characters named (`<U+202E>`)."""
+    return visible(str(value)).translate(_ENTITIES)
+
+
+def plot_texts(values: pd.Series) -> pd.Series:
+    """`plot_text` of a column (missing values stay missing); only the values that need it go
+    through Python, so a 50k-row timeline stays fast."""
+    text = values.astype("string")
+    needs = (text.str.contains(INVISIBLE.pattern, regex=True)
+             | text.str.contains(_MARKUP, regex=True)).fillna(False).astype(bool)
+    if needs.any():
+        text = text.where(~needs, text[needs].map(plot_text))
+    return text
 
 
 # --- duplicates and the gap chart --------------------------------------------------------------
@@ -141,7 +168,8 @@ def gaps_figure(dups: pd.DataFrame, bands: Bands | None = None,
                       label={"text": f"<b>{BAND_LABELS[band]}</b><br>{layers}",
                              "textposition": "top center", "font": {"size": 11}})
     by_group = bool(dups["group_id"].nunique() <= 40) if len(dups) else True
-    y_all = dups["group_id"].astype(str) if by_group else pd.Series(
+    # the group ids are category labels on the axis: plotly draws markup in those too
+    y_all = plot_texts(dups["group_id"]) if by_group else pd.Series(
         _jitter(dups["key"]), index=dups.index)
     for layer, color in LAYER_COLORS.items():
         part = dups[dups["layer"] == layer]
@@ -154,11 +182,11 @@ def gaps_figure(dups: pd.DataFrame, bands: Bands | None = None,
                               f" (drawn at {GAP_FLOOR_S} s)", "")
         text = ("<b>" + part["layer"].astype(str) + "</b> · gap "
                 + gaps[part.index].map(_fmt_seconds) + floor_note
-                + "<br>" + part["first"].astype(str) + " → " + part["second"].astype(str)
+                + "<br>" + plot_texts(part["first"]) + " → " + plot_texts(part["second"])
                 + "<br>confidence " + part["confidence"].map("{:.2f}".format)
                 + np.where(protected, " · protected (no second effect)", " · second effect")
-                + "<br>group " + part["group_id"].astype(str)
-                + " · tool " + part["tool_name"].fillna("?").astype(str))
+                + "<br>group " + plot_texts(part["group_id"])
+                + " · tool " + plot_texts(part["tool_name"]).fillna("?"))
         fig.add_trace(go.Scatter(
             x=drawn.to_numpy(), y=y_all[part.index].to_numpy(), mode="markers", name=layer,
             legendgroup=layer, customdata=part["key"].to_numpy(), text=text.to_numpy(),
@@ -217,7 +245,7 @@ def _hover(rows: pd.DataFrame, lane: pd.Series, x: pd.Series) -> pd.Series:
     text = "<b>" + lane.astype(str) + "</b> " + x.dt.strftime("%H:%M:%S.%f").str[:-3]
     for label, col in _HOVER_FIELDS:
         values = rows[col]
-        text = text + ("<br>" + label + ": " + values.astype(str)).where(values.notna(), "")
+        text = text + ("<br>" + label + ": " + plot_texts(values)).where(values.notna(), "")
     return text
 
 
@@ -339,7 +367,8 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
         fig.add_trace(scatter(
             x=ax[inside].to_numpy(), y=alane[inside].to_numpy(), mode="lines+markers",
             name=ATTEMPTS_LINE_NAME, customdata=group.attempts["attempt_id"][inside].to_numpy(),
-            hovertemplate="attempt %{customdata}<br>%{x}<extra></extra>",
+            text=("attempt " + plot_texts(group.attempts["attempt_id"][inside])).to_numpy(),
+            hovertemplate="%{text}<br>%{x}<extra></extra>",
             line={"color": color, "width": 3}, marker={"size": 16, "color": color,
                                                         "symbol": "x"},
         ))

@@ -13,32 +13,32 @@ import hashlib
 import re
 from html import escape as _escape
 
+from twice.clocks import THIN_LABEL, THIN_WHY, ClockOffset
 from twice.engine import Analysis
+from twice.formats import visible
 from twice.layers import LAYERS
 from twice.store import Snapshot
 from twice.verdict import fmt_gap
 from twice.web.figures import SVG_MAX_POINTS, duplicates_frame, gaps_figure, timeline_figure
 
+# Evidence text can be one unbroken 5,000-character id: every text wraps anywhere rather than
+# widen the page, and a table never grows past it.
 STYLE = """
-body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
+body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;
+overflow-wrap:anywhere}
 h1{font-size:1.6em} .dup{border-left:4px solid #c33;padding:.2em 1em;margin:1em 0}
 .protected{border-color:#c90} code{background:#f3f3f3;padding:0 .2em}
-table{border-collapse:collapse} td,th{border:1px solid #ddd;padding:.2em .5em;font-size:.9em}
+pre{white-space:pre-wrap} .alt{color:#8a5a00} .thin{background:#fff3cd;color:#8a5a00;
+padding:0 .3em;border-radius:.2em;font-weight:bold}
+table{border-collapse:collapse;max-width:100%}
+td,th{border:1px solid #ddd;padding:.2em .5em;font-size:.9em;overflow-wrap:anywhere}
 """
 
-
-# C0/C1 controls (terminal escapes, NUL) and the bidi controls that reorder what follows.
-_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
-                        "\u2066-\u2069]")
 _SCRIPT = re.compile(r"<script[^>]*>(.*?)</script>", re.S)
 
 
-def visible(text: str) -> str:
-    """Evidence or user text with control and bidi characters shown (`<U+202E>`), not obeyed."""
-    return _INVISIBLE.sub(lambda m: f"<U+{ord(m[0]):04X}>", text)
-
-
 def escape(text: str) -> str:
+    """Evidence or user text as HTML text: markup escaped, controls and bidi shown (`visible`)."""
     return _escape(visible(text))
 
 
@@ -51,12 +51,22 @@ def _csp(body: str) -> str:
             "style-src 'unsafe-inline'; img-src data:; font-src data:")
 
 
+def _clock(offset: ClockOffset) -> str:
+    """One clock offset: how far, against what, its range and support; a thin one flagged."""
+    flag = (f" <span class='thin'>{escape(THIN_LABEL)}</span> {escape(THIN_WHY)}"
+            if offset.thin else "")
+    return escape(offset.describe()) + flag
+
+
 def build_report(snap: Snapshot, analysis: Analysis) -> str:
     s = snap.summary
     parts = [f"<h1>{escape(s.title)}</h1>",
              f"<p>Investigation <code>{escape(s.id)}</code>, saved "
              f"{s.created_at:%Y-%m-%d %H:%M} UTC; sources: {escape(', '.join(s.sources))}; "
              f"{len(analysis.groups)} logical calls executed more than once.</p>"]
+    if analysis.offsets:
+        parts.append("<h2>Clocks</h2><ul>" + "".join(
+            f"<li>{_clock(o)}</li>" for o in analysis.offsets) + "</ul>")
     dups = duplicates_frame(analysis)
     if len(dups):
         parts.append("<h2>Gaps against the bands</h2>")
@@ -73,12 +83,14 @@ def build_report(snap: Snapshot, analysis: Analysis) -> str:
         for d in group.duplicates:
             cls = "dup protected" if d.protected else "dup"
             items = "".join(f"<li>{escape(e)}</li>" for e in d.evidence)
+            alternatives = "".join(f"<p class='alt'>{escape(a.describe())}</p>"
+                                   for a in d.alternatives)
             parts.append(
                 f"<div class='{cls}'><h3>{escape(d.layer.value)}: "
                 f"{escape(LAYERS[d.layer].plain)}</h3><p>{escape(d.first)} → "
                 f"{escape(d.second)}, gap {fmt_gap(d.gap_seconds)} ({escape(d.band.value)}), "
                 f"confidence {d.confidence:.2f}{', protected' if d.protected else ''}</p>"
-                f"<ul>{items}</ul><p><b>Fix:</b> {escape(d.fix)}</p></div>")
+                f"{alternatives}<ul>{items}</ul><p><b>Fix:</b> {escape(d.fix)}</p></div>")
         if group.findings:
             parts.append("<ul>" + "".join(
                 f"<li><b>{escape(f.code)}</b>: {escape(f.detail)}</li>"

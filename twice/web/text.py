@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from twice.web.report_html import visible
+from twice.formats import visible
 
 # Markdown's punctuation and `$` (Streamlit renders $...$ as math): escaped, so evidence text
 # is shown as typed (`:red[...]` directives need the escaped `[`).

@@ -7,6 +7,7 @@ import dataclasses
 import pandas as pd
 import streamlit as st
 
+from twice.clocks import THIN_LABEL, THIN_WHY
 from twice.engine import Analysis
 from twice.web.figures import timeline_figure
 from twice.web.nav import go
@@ -29,8 +30,8 @@ def render(inv: Investigation) -> None:
                "that do not fit are drawn as counts per time bucket (attempts are always "
                "points). Narrow the window with t0/t1 in the URL to see every row.")
     for o in inv.analysis.offsets:
-        st.caption(f"Clock: {md_text(o.source)} runs {o.seconds:+.3f} s off the spans "
-                   f"({o.pairs} pairs: {o.basis}).")
+        st.caption(f"Clock: {md_text(o.describe())}."
+                   + (f" :orange-badge[{THIN_LABEL}] {md_text(THIN_WHY)}" if o.thin else ""))
 
 
 @st.cache_resource(max_entries=64)

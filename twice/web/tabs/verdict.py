@@ -1,10 +1,13 @@
-"""Verdict: the layer in plain words, its confidence, evidence, findings, the fix, and the two
-attempts side by side."""
+"""Verdict: the layer in plain words, its confidence, the layers the evidence cannot rule out,
+evidence, findings, the fix, the two attempts side by side, and the clocks it was read on."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
+from twice.clocks import THIN_LABEL, THIN_WHY, ClockOffset
+from twice.formats import visible
 from twice.layers import LAYERS
 from twice.store import effective_overrides
 from twice.verdict import fmt_gap
@@ -26,6 +29,9 @@ def render(inv: Investigation) -> None:
     cols[1].metric("Gap", fmt_gap(dup.gap_seconds))
     cols[2].metric("Band", dup.band.value.replace("_", " "))
     cols[3].metric("Second effect", "no (protected)" if dup.protected else "yes")
+    if dup.alternatives:
+        # the other layers the evidence cannot rule out: said as loudly as the verdict's doubt
+        st.warning("\n".join(f"- {md_text(a.describe())}" for a in dup.alternatives))
     if override is not None:
         verb = "confirmed" if override.confirmed else f"overridden to **{override.layer}**"
         st.info(f"Investigator {md_text(override.author)} {verb}: "
@@ -44,5 +50,23 @@ def render(inv: Investigation) -> None:
     if LAYERS[dup.layer].code:
         st.code(LAYERS[dup.layer].code, language="python")
     st.subheader("The two attempts side by side")
-    st.dataframe(attempt_comparison(inv.analysis, group.group_id, dup.first, dup.second),
-                 width="stretch")
+    table = attempt_comparison(inv.analysis, group.group_id, dup.first, dup.second)
+    st.dataframe(_shown(table), width="stretch")
+    if inv.analysis.offsets:
+        st.subheader("Clocks")
+        for offset in inv.analysis.offsets:
+            st.markdown(clock_markdown(offset))
+
+
+def clock_markdown(offset: ClockOffset) -> str:
+    """One clock offset as a markdown list item; a thin one carries a visible flag."""
+    line = f"- {md_text(offset.describe())}"
+    if offset.thin:
+        line += f"  \n  :orange-badge[{THIN_LABEL}] {md_text(THIN_WHY)}"
+    return line
+
+
+def _shown(table: pd.DataFrame) -> pd.DataFrame:
+    """The comparison as displayed: a bidi override in an id must not reorder its cell."""
+    return table.assign(**{col: table[col].map(lambda v: visible(v) if isinstance(v, str) else v)
+                           for col in ("first", "second")})

@@ -7,7 +7,7 @@ import dataclasses
 
 import streamlit as st
 
-from twice.formats import money
+from twice.formats import money, visible
 from twice.store import InvestigationNotFound
 from twice.store.links import ViewState, from_query, link
 from twice.verdict import fmt_gap
@@ -63,7 +63,8 @@ def _pick_duplicate(inv: Investigation) -> None:
     dups, key = inv.dups, inv.key
     if not key or not len(dups):
         return
-    labels = {k: f"{layer} · gap {fmt_gap(gap)} · {second}"
+    # plain text, but a bidi override in an attempt id would still reorder the option
+    labels = {k: f"{layer} · gap {fmt_gap(gap)} · {visible(second)}"
               for k, layer, gap, second in zip(dups["key"], dups["layer"],
                                                dups["gap_seconds"].astype(float),
                                                dups["second"], strict=True)}
