@@ -212,7 +212,7 @@ def measure(code: str, args: list[str], tree: Path | None = None) -> dict:
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                          check=True, cwd=tree, env=env)
     wall = time.perf_counter() - start
-    *values, peak_kib = out.stdout.split()
+    *values, peak_kib = out.stdout.strip().splitlines()[-1].split()  # the last line: ours
     return {"wall_s": round(wall, 3), "peak_rss_mib": round(int(peak_kib) / 1024, 1),
             "stdout": " ".join(values)}
 
