@@ -35,6 +35,7 @@ def sidebar(store: Store) -> None:
 
 def main() -> None:
     st.set_page_config(page_title="twice", page_icon="⧉", layout="wide")
+    auth.neutralise_forged_widget_states()  # before any widget: values only a forged message sends
     # the sidebar's buttons are the way between pages: they set the query a view needs
     page = st.navigation(list(nav.pages().values()), position="hidden")
     if not auth.gate():  # served to a team: sign-in or the shared token first (auth.py)
