@@ -1,5 +1,9 @@
 """The gate against clients that are not Streamlit's browser code, and what it lets out.
 
+Downloads: Streamlit serves a download's bytes at /media/<id> to any client that asks, with no
+session and no token, so the export tab makes no file until a session that passed the gate
+clicks, and what a click made is gone after the session (checked with a plain HTTP client).
+
 A hand-made websocket session (Streamlit's own BackMsg / ForwardMsg protobufs over
 `/_stcore/stream`) sends widget values the browser never would: under the gate's own session
 key, under ids no widget has, with the wrong type for a real widget. None of it opens the gate,
@@ -8,17 +12,22 @@ and no exception type, message or traceback reaches the client.
 
 from __future__ import annotations
 
+import re
 import secrets
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from websockets.sync.client import ClientConnection, connect
 
-from tests.web.conftest import running_app
+from tests.web.conftest import chromium, running_app
 from twice.connectors import registry
 from twice.store import open_store
 
@@ -162,3 +171,91 @@ def test_an_error_in_a_page_shows_no_details_to_the_client(open_app: str) -> Non
         page = shown(msgs)
         for detail in ("Traceback", "AttributeError", str(ROOT), "site-packages", ".py"):
             assert detail not in page
+
+
+# -- downloads ---------------------------------------------------------------------------------
+EXPORTS = ("Analysis JSON", "Incident folder", "Self-contained HTML report")
+MEDIA_URL = re.compile(r"(?<!static)/media/[0-9a-f]")  # Streamlit's media, not its own fonts
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as b:
+        yield b
+
+
+def _status(url: str) -> int:
+    """A plain HTTP GET, as any client without the token (no cookies, no session) sends it."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def _gated_export_tab(browser: Any, url: str) -> tuple[Any, Any]:
+    context = browser.new_context(accept_downloads=True)
+    page = context.new_page()
+    page.goto(f"{url}/?inv={INV}&tab=export")
+    page.get_by_role("textbox", name="Access token").wait_for(timeout=90_000)
+    page.get_by_role("textbox", name="Access token").fill(TOKEN)
+    page.get_by_role("button", name="Open").click()
+    for label in EXPORTS:
+        page.get_by_role("button", name=label).wait_for(timeout=90_000)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
+    return context, page
+
+
+def _download(page: Any, label: str) -> tuple[str, bytes]:
+    with page.expect_download(timeout=90_000) as info:
+        page.get_by_role("button", name=label).click()
+    path = info.value.path()
+    return str(info.value.url), Path(path).read_bytes()
+
+
+def _until_gone(url: str, app: str, deadline_s: float = 120) -> int:
+    """Streamlit drops a generated download at the second cleanup of unused media after it was
+    made; a cleanup runs when any session's script run ends. So: one more script run (a
+    session without the token, which only sees the prompt) until the URL answers 404."""
+    deadline = time.monotonic() + deadline_s
+    runs = 0
+    while _status(url) != 404:
+        assert time.monotonic() < deadline, f"{url} still served after {runs} script runs"
+        with session(app) as ws:
+            Session(ws).run()
+        runs += 1
+    return runs
+
+
+def test_downloads_exist_only_after_a_gated_click_and_go_with_the_session(
+        token_app: str, browser: Any) -> None:
+    context, page = _gated_export_tab(browser, token_app)
+    # drawn, not made: the page names no file on the server
+    assert not MEDIA_URL.search(page.content())
+    json_url, data = _download(page, "Analysis JSON")
+    assert MEDIA_URL.search(json_url) and orjson.loads(data)["version"] == 1
+    zip_url, data = _download(page, "Incident folder")
+    assert data.startswith(b"PK") and zip_url != json_url
+    html_url, data = _download(page, "Self-contained HTML report")
+    assert TITLE.encode() in data and b"<html" in data.lower()
+    context.close()  # the session ends; what it generated goes at the next cleanups
+    for url in (json_url, zip_url, html_url):
+        _until_gone(url, token_app)
+
+    # another session that passed the gate shows the same export tab: the same analysis, so
+    # the same bytes, which Streamlit would serve at the same URL (it names files by their
+    # content) had the tab made them; it did not, so a client without the token gets nothing
+    context, page = _gated_export_tab(browser, token_app)
+    assert not MEDIA_URL.search(page.content())
+    assert _status(json_url) == 404
+    again, _ = _download(page, "Analysis JSON")
+    assert again == json_url  # the URL probed above is where the tab's JSON would have been
+    context.close()
+    _until_gone(json_url, token_app)
+
+
+def test_a_session_without_the_token_gets_no_download_at_all(token_app: str) -> None:
+    with session(token_app) as ws:
+        msgs = Session(ws).run(query=f"inv={INV}&tab=export")
+        kinds = {e.WhichOneof("type") for e in elements(msgs)}
+        assert "download_button" not in kinds and TITLE not in shown(msgs)
