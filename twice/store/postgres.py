@@ -29,7 +29,7 @@ from psycopg.types.string import StrDumperUnknown
 
 from twice.connectors.base import redact
 from twice.store.dialect import postgres
-from twice.store.errors import StoreError
+from twice.store.errors import StoreError, StoreReadOnly
 from twice.store.schema import OWN_TABLES, Migration, migrations
 from twice.store.sql import Store, Transaction, migrate
 
@@ -92,6 +92,8 @@ class PostgresStore(Store):
                 yield Transaction(conn, postgres())
         except errors.QueryCanceled:
             raise StoreError(f"{self.name}: query timed out (statement_timeout)") from None
+        except (errors.ReadOnlySqlTransaction, errors.InsufficientPrivilege) as exc:
+            raise StoreReadOnly(f"{self.name}: {_reason(exc)}") from None
         except psycopg.Error as exc:
             raise StoreError(f"{self.name}: {_reason(exc)}") from None
 

@@ -19,13 +19,20 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from twice.store.dialect import SQLITE
-from twice.store.errors import StoreError
+from twice.store.errors import StoreError, StoreReadOnly
 from twice.store.schema import OWN_TABLES, Migration, migrations
 from twice.store.sql import Store, Transaction, migrate
 
 # Applied in order at open; schema version N = MIGRATIONS[:N] applied (twice.store.schema).
 MIGRATIONS: list[Migration] = migrations(SQLITE)
 SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def store_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    """The StoreError for a failed SQLite call: StoreReadOnly for SQLITE_READONLY and its
+    extended codes (a read-only file, folder or mount)."""
+    read_only = getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY
+    return (StoreReadOnly if read_only else StoreError)(f"{path}: {exc}")
 
 
 def refuse_foreign_file(path: Path, own_tables: frozenset[str], what: str) -> None:
@@ -114,7 +121,7 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: {exc}") from None
+            raise store_error(self.path, exc) from None
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

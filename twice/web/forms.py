@@ -14,10 +14,11 @@ import streamlit as st
 
 from twice.connectors import registry
 from twice.connectors.base import SourceError
-from twice.store import Store
+from twice.store import Store, StoreError
 from twice.store.links import ViewState
 from twice.web import evidence
 from twice.web.nav import go
+from twice.web.problems import store_problem
 from twice.web.text import md_text
 
 
@@ -39,10 +40,14 @@ def upload_form(store: Store) -> None:
         except SourceError as exc:
             st.error(md_text(str(exc).replace(tmp + "/", "")))
             return
-    inv = store.create(title or "Uploaded evidence", loaded.rows,
-                       sources=sorted({n for n, _ in found}),
-                       warnings=[{"source": w.source.replace(tmp + "/", ""), "detail": w.detail}
-                                 for w in loaded.warnings])
+    try:
+        inv = store.create(title or "Uploaded evidence", loaded.rows,
+                           sources=sorted({n for n, _ in found}),
+                           warnings=[{"source": w.source.replace(tmp + "/", ""),
+                                      "detail": w.detail} for w in loaded.warnings])
+    except StoreError as exc:
+        st.error(store_problem(exc, "The investigation was not saved"))
+        return
     go(ViewState(inv=inv, tab="verdict"))
 
 
@@ -127,8 +132,12 @@ def live_form(store: Store) -> None:
     failed = [{"source": LIVE_ERRORS, "detail": f"Partial: {e}"} for e in errors]
     warnings = [{"source": w.source.replace(tmp + "/", ""),
                  "detail": w.detail.replace(tmp + "/", "")} for w in result.warnings]
-    inv = store.create(f"Live: {req.subject} around {when:%Y-%m-%d %H:%M}", result.rows,
-                       sources=sorted(set(result.rows["source"].dropna())),
-                       warnings=[*warnings, *failed],
-                       tags=["live", *(["partial"] if result.partial else [])])
+    try:
+        inv = store.create(f"Live: {req.subject} around {when:%Y-%m-%d %H:%M}", result.rows,
+                           sources=sorted(set(result.rows["source"].dropna())),
+                           warnings=[*warnings, *failed],
+                           tags=["live", *(["partial"] if result.partial else [])])
+    except StoreError as exc:
+        st.error(store_problem(exc, "The investigation was not saved"))
+        return
     go(ViewState(inv=inv, tab="verdict"))

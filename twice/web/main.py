@@ -14,7 +14,7 @@ from twice.store import Store, StoreError
 from twice.store.links import ViewState
 from twice.web import auth, forms, nav
 from twice.web.cache import get_store
-from twice.web.text import md_text
+from twice.web.problems import store_problem
 
 
 def sidebar(store: Store) -> None:
@@ -43,15 +43,18 @@ def main() -> None:
     try:
         store = get_store()
     except StoreError as exc:
-        st.error(f"The investigation store cannot be opened: {md_text(str(exc))}")
+        st.error(store_problem(exc, "Investigations cannot be shown"))
         return
     with st.sidebar:
         sidebar(store)
     view = nav.view_for(st.query_params.to_dict(), nav.name_of(page))
-    if view == nav.name_of(page):
-        page.run()
-    else:  # a link that names its view by the query alone: shown as it was opened
-        nav.renderers()[view]()
+    try:
+        if view == nav.name_of(page):
+            page.run()
+        else:  # a link that names its view by the query alone: shown as it was opened
+            nav.renderers()[view]()
+    except StoreError as exc:  # said plainly, without the store's path or a traceback
+        st.error(store_problem(exc, "This page cannot be shown"))
 
 
 main()
