@@ -33,7 +33,7 @@ _API_KEY = re.compile(r"\b(?:sk|rk|pk)_(?:test|live)_[0-9A-Za-z*•.…]+")
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^/\s]*@",
                            re.I)
 # https://token@host (also jaeger+http://, wss://): a user with no password is a token
-_HTTP_TOKEN = re.compile(r"(?P<scheme>\b(?:[a-z][a-z0-9.-]*\+)?(?:https?|wss?)://)[^:/@\s]+@",
+_HTTP_TOKEN = re.compile(r"(?P<scheme>\b(?:[a-z][a-z0-9.-]*\+)?(?:https?|wss?)://)[^:/\s]+@",
                          re.I)
 _AUTHORIZATION = re.compile(
     r"(?P<name>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?P<scheme>[A-Za-z]+\s+)?"

@@ -59,7 +59,8 @@ _SECRET_FIELDS = {"live_stripe_key": "_live_stripe_key", "live_checkpoints": "_l
                   "live_traces": "_live_traces"}
 LIVE_ERRORS = "live investigation"  # the source named by a saved partial run's errors
 STRIPE_BASE_URL_ENV = "TWICE_STRIPE_BASE_URL"  # a Stripe-compatible server (the lab, a proxy)
-_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]*@", re.I)
+# userinfo up to the last "@" before the path (a password may hold an unencoded "@")
+_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/\s]*@", re.I)
 
 
 def without_userinfo(url: str) -> str:
@@ -83,10 +84,10 @@ def live_form(store: Store) -> None:
         hours = st.number_input("Window (hours)", min_value=0.25, max_value=48.0, value=2.0)
         st.text_input("Stripe restricted key (used for this request only, never saved)",
                       type="password", key="live_stripe_key")
+        # what it may name is said when something else is given (twice.web.evidence)
         st.text_input("Checkpoints DSN or SqliteSaver path (optional)", type="password",
                       key="live_checkpoints",
-                      help="postgresql://user:password@host/db, or a file in the evidence "
-                           f"folder the server allows ({evidence.EVIDENCE_DIR_ENV})")
+                      placeholder="postgresql://user:password@host/db")
         upload = st.file_uploader("…or upload a SqliteSaver file (optional)",
                                   key="live_checkpoints_file")
         st.text_input("Trace backend (optional)", placeholder="jaeger+http://host:16686",
