@@ -4,7 +4,11 @@ backend answering Jaeger's and Tempo's query APIs with spans from the real OpenT
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,6 +22,7 @@ from twice.lab.scenarios import run_scenario_with_server
 from twice.lab.stripe_server import StripeServer
 from twice.lab.trace_server import TraceServer
 
+ROOT = Path(__file__).resolve().parents[2]
 PLANTED_KEY = "sk_test_51PlantedSecretKeyForLeakScan0042"
 KEY_ENV = "TWICE_TEST_STRIPE_KEY"
 
@@ -148,3 +153,37 @@ def test_database_with_other_tables_is_named(
     report = json.loads(capsys.readouterr().out)
     assert rc == 2
     assert any("127.0.0.1" in e and "checkpoint" in e.lower() for e in report["errors"])
+
+
+TRACE_PASSWORD = "tr4ce-Backend-Pw-planted"
+
+
+@pytest.mark.parametrize("backend", ["jaeger", "tempo"])
+def test_a_trace_backend_echoing_credentials_leaks_them_nowhere(
+        live: Live, tmp_path: Path, backend: str) -> None:
+    """The backend answers 401 quoting the Authorization header, `user:password` and the URL
+    with them (`TraceServer(echo_credentials=True)`); `twice investigate` run as a user runs
+    it: neither the password nor its basic-auth form is in stdout, stderr or the saved folder."""
+    wrong = "wrong-" + TRACE_PASSWORD
+    out = tmp_path / "saved"
+    with TraceServer(live.folder / "spans.jsonl", auth=("ops", TRACE_PASSWORD),
+                     echo_credentials=True) as traces:
+        host = traces.url.removeprefix("http://")
+        done = subprocess.run(
+            [sys.executable, "-m", "twice.cli", "investigate", "--customer",
+             live.truth["customer"], "--around", live.around, "--stripe-key-env", KEY_ENV,
+             "--stripe-base-url", live.server.url, "--checkpoints", live.dsn,
+             "--traces", f"{backend}+http://ops:{wrong}@{host}", "--out", str(out),
+             "--format", "json"],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+            env={**os.environ, KEY_ENV: PLANTED_KEY, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2, done.stderr
+    report = json.loads(done.stdout)
+    assert any("HTTP 401" in e and "Authorization: Basic ***" in e for e in report["errors"])
+    basic = base64.b64encode(f"ops:{wrong}".encode()).decode()
+    written = [p.read_bytes() for p in out.rglob("*") if p.is_file()]
+    assert (out / "README.md").exists() and "HTTP 401" in (out / "README.md").read_text()
+    for secret in (TRACE_PASSWORD, basic):
+        assert secret not in done.stdout and secret not in done.stderr
+        assert all(secret.encode() not in data for data in written)
+    assert "Traceback" not in done.stderr

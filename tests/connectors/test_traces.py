@@ -4,6 +4,7 @@ connector reads from the original file."""
 
 from __future__ import annotations
 
+import base64
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -271,6 +272,31 @@ def test_credentials_are_sent_as_basic_auth_and_never_shown(
             backend_from_url(f"{backend}+http://ops:wrong-{SECRET}@{host}").find_traces(
                 service="mailer", **window(0, 60))
         assert SECRET not in str(err.value) and "***" in str(err.value)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("userinfo", [f"ops:wrong-{SECRET}", f"tok-{SECRET}"],
+                         ids=["user-and-password", "token-as-user"])
+def test_a_backend_that_echoes_the_credentials_shows_none_of_them(
+    spans_file: Path, backend: str, userinfo: str
+) -> None:
+    """A 401 page quoting the Authorization header, the decoded user:password and the URL
+    with them in it (as some proxies do): the error names the backend, never the secret."""
+    secret = userinfo.partition(":")[2] or userinfo
+    basic = base64.b64encode((userinfo if ":" in userinfo else userinfo + ":").encode()).decode()
+    with TraceServer(spans_file, auth=("ops", SECRET), echo_credentials=True) as srv:
+        host = srv.url.removeprefix("http://")
+        with pytest.raises(SourceError, match="HTTP 401") as err:
+            backend_from_url(f"{backend}+http://{userinfo}@{host}").find_traces(
+                service="mailer", **window(0, 60))
+        # the echo really carries the secret: unmasked, it would be in the message
+        with httpx.Client() as client:
+            raw = client.get(f"{srv.url}/api/search", auth=(
+                userinfo.partition(":")[0], userinfo.partition(":")[2])).text
+        assert secret in raw and basic in raw
+    for text in (str(err.value), repr(err.value), err.value.source):
+        assert secret not in text and basic not in text
+    assert "***" in err.value.reason and "Authorization: Basic ***" in err.value.reason
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -20,7 +20,7 @@ from twice.cli.options import (
     utc_time,
 )
 from twice.cli.text import shown
-from twice.connectors.base import SourceError, redact
+from twice.connectors.base import SourceError
 from twice.engine import analyze
 
 
@@ -79,9 +79,9 @@ def investigate_command(customer: str | None, payment_intent: str | None, charge
     analysis = analyze(result.rows, result.warnings)
     sources = [("stripe_api", req.subject)]
     if req.checkpoints:
-        sources.append(("checkpoints", redact(req.checkpoints)))
+        sources.append(("checkpoints", req.redact(req.checkpoints)))
     if req.traces:
-        sources.append(("traces", redact(req.traces)))
+        sources.append(("traces", req.redact(req.traces)))
     notes = [f"PARTIAL: {e}" for e in result.errors]
     emit(analysis, fmt, sources, notes,
          {"partial": result.partial, "errors": result.errors,

@@ -4,22 +4,23 @@ A connector is a module with a `name`, `sniff(path, head)` (does this file look 
 pure `parse_*` function that turns already-read payloads into timeline rows (tests feed recorded
 payloads to it), and `load(target, **options) -> LoadResult` that does the IO. Expected bad
 input is data: a malformed record becomes a `SourceWarning` and loading goes on. A source that
-cannot be read at all raises `SourceError` naming the source and the reason.
+cannot be read at all raises `SourceError` naming the source and the reason. Every message
+goes through `redact` (twice.connectors.redaction): no credential in an error or a warning.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import pandas as pd
 
+from twice.connectors.redaction import credentials, redact
 from twice.timeline import SourceWarning, empty_timeline
 
 __all__ = ["INT64_MAX", "INT64_MIN", "Connector", "LoadResult", "SourceError", "SourceWarning",
-           "UnknownConnectorError", "fits_int64", "redact"]
+           "UnknownConnectorError", "credentials", "fits_int64", "redact"]
 
 # The timeline's integer columns are Int64: a value beyond them is a bad record, not a row.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -69,14 +70,3 @@ class Connector(Protocol):
         """Read `target` into timeline rows. A connector may take options of its own as
         keywords (a column mapping, an extra span attribute); the registry passes them on."""
         ...
-
-
-# user:password@ in a URL; the password may hold unencoded "@" (greedy up to the last "@")
-_DSN_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^/\s]*@", re.I)
-_PASSWORD_PARAM = re.compile(r"(password=)[^&\s]*", re.I)
-
-
-def redact(text: str) -> str:
-    """Remove passwords from DSNs / URLs before they are shown, logged or stored."""
-    text = _DSN_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
-    return _PASSWORD_PARAM.sub(r"\1***", text)

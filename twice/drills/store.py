@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from twice.store import StoreError, default_store_path
+from twice.store.sqlite import refuse_foreign_file, store_error
 
 ENV_VAR = "TWICE_DRILL_STORE"
 MAX_SCORE = 2  # one point for the layer, one for the fix
@@ -70,6 +71,8 @@ def default_path() -> Path:
 class DrillStore:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_path()
+        refuse_foreign_file(self.path, frozenset({"schema_version", "attempts"}),
+                            "a twice drill scores file")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._connect() as conn:
@@ -80,11 +83,18 @@ class DrillStore:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA busy_timeout = 30000")
+        """A connection for one call; SQLite's errors come out as StoreError (StoreReadOnly for
+        a file that cannot be written)."""
         try:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise store_error(self.path, exc) from None
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA busy_timeout = 30000")
             yield conn
+        except sqlite3.Error as exc:
+            raise store_error(self.path, exc) from None
         finally:
             conn.close()
 

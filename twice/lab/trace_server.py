@@ -32,6 +32,9 @@ The stored spans and their Jaeger form are `OtlpStore` (with `read_exports`), th
 implementation of the conversion, which `twice.lab.jaeger_export` writes to a file.
 
 Knobs for failure tests: `auth=(user, password)` demands HTTP basic auth (401 otherwise);
+`echo_credentials=True` makes that 401 echo what the client sent, as misconfigured proxies and
+debug endpoints do: the Authorization header, the decoded `user:password` and the URL with
+them in it;
 `tempo_v2=False` serves no v2 endpoint (an older Tempo); `outage = (status, text)` answers every
 request with that status and body (a proxy error page, a login page). `requests` records
 `(path, basic-auth user or None)` per request.
@@ -330,8 +333,9 @@ class TraceServer(OtlpStore, LoopbackService):
     """Spans in memory, served as Jaeger and as Tempo on 127.0.0.1 (free port)."""
 
     def __init__(self, spans: Path | list[dict[str, Any]], *, auth: tuple[str, str] | None = None,
-                 tempo_v2: bool = True) -> None:
+                 tempo_v2: bool = True, echo_credentials: bool = False) -> None:
         self.auth = auth
+        self.echo_credentials = echo_credentials
         self.tempo_v2 = tempo_v2
         self.outage: tuple[int, str] | None = None
         self.requests: list[tuple[str, str | None]] = []
@@ -346,6 +350,8 @@ class TraceServer(OtlpStore, LoopbackService):
         if self.outage is not None:
             return self._send(req, self.outage[0], self.outage[1].encode(), "text/html")
         if self.auth is not None and user != self.auth:
+            if self.echo_credentials:
+                return self._echo_401(req, user)
             return self._send(req, 401, b"Unauthorized\n", "text/plain",
                               {"WWW-Authenticate": 'Basic realm="traces"'})
         path = url.path.rstrip("/")
@@ -367,6 +373,16 @@ class TraceServer(OtlpStore, LoopbackService):
             api = "jaeger" if "jaeger" in apis else "tempo_v1"
             return self._by_id(req, path.removeprefix("/api/traces/"), api)
         self._send(req, 404, b"404 page not found\n", "text/plain")
+
+    def _echo_401(self, req: BaseHTTPRequestHandler, user: tuple[str, str] | None) -> None:
+        sent = req.headers.get("Authorization") or "no Authorization header"
+        who = f"{user[0]}:{user[1]}" if user else "nobody"
+        host = req.headers.get("Host") or "localhost"
+        msg = (f"unauthorized: {who} is not allowed (GET http://{who}@{host}{req.path}, "
+               f"Authorization: {sent})")
+        body = json.dumps(self._jaeger_envelope(None, [{"code": 401, "msg": msg}])).encode()
+        self._send(req, 401, body, "application/json",
+                   {"WWW-Authenticate": 'Basic realm="traces"'})
 
     @staticmethod
     def _basic_user(header: str | None) -> tuple[str, str] | None:

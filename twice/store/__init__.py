@@ -11,7 +11,12 @@ a team.
 
 from __future__ import annotations
 
-from twice.store.errors import InvestigationExists, InvestigationNotFound, StoreError
+from twice.store.errors import (
+    InvestigationExists,
+    InvestigationNotFound,
+    StoreError,
+    StoreReadOnly,
+)
 from twice.store.location import default_store_path, open_store
 from twice.store.model import (
     Note,
@@ -28,6 +33,6 @@ from twice.store.sql import Store, Transaction
 
 __all__ = [
     "InvestigationExists", "InvestigationNotFound", "Note", "Override", "Prepared", "Snapshot",
-    "Store", "StoreError", "Summary", "Transaction", "WarningLike", "default_store_path",
-    "effective_overrides", "new_id", "open_store", "prepare", "valid_id",
+    "Store", "StoreError", "StoreReadOnly", "Summary", "Transaction", "WarningLike",
+    "default_store_path", "effective_overrides", "new_id", "open_store", "prepare", "valid_id",
 ]

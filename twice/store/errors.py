@@ -9,6 +9,11 @@ class StoreError(Exception):
     show: it names the store with any password removed."""
 
 
+class StoreReadOnly(StoreError):
+    """The store can be read but not written: a read-only file, folder or mount, a read-only
+    database or a role without the right to write."""
+
+
 class InvestigationNotFound(StoreError, LookupError):
     """A note or override was added to an investigation that does not exist (or a bad id)."""
 

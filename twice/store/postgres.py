@@ -4,6 +4,12 @@ This module only connects and migrates (the queries are `twice.store.sql`'s, the
 `twice.store.dialect`'s: BYTEA for the Parquet, jsonb for the small lists). A connection per
 call (Streamlit serves sessions from threads), parameterised queries only, a
 `statement_timeout` on every connection, and the DSN's password never in an error.
+
+The store's tables go in the connection's current schema (the first of its search_path, usually
+`public`). A schema that holds other tables but not twice's (another application's, the agent's
+checkpoints) is refused before anything is created in it: give twice a database of its own, or
+a schema (`CREATE SCHEMA twice`, then `?options=-csearch_path%3Dtwice` on the DSN). An empty
+schema becomes a new store; one with twice's tables among others is twice's and is opened.
 """
 
 from __future__ import annotations
@@ -23,8 +29,8 @@ from psycopg.types.string import StrDumperUnknown
 
 from twice.connectors.base import redact
 from twice.store.dialect import postgres
-from twice.store.errors import StoreError
-from twice.store.schema import Migration, migrations
+from twice.store.errors import StoreError, StoreReadOnly
+from twice.store.schema import OWN_TABLES, Migration, migrations
 from twice.store.sql import Store, Transaction, migrate
 
 # Applied in order at open; schema version N = MIGRATIONS[:N] applied (twice.store.schema).
@@ -64,6 +70,7 @@ class PostgresStore(Store):
         with self.transaction(write=True) as tx:
             # a second process opening the same new database waits, then finds the work done
             tx.execute("SELECT pg_advisory_xact_lock(?)", [_MIGRATION_LOCK])
+            _refuse_foreign_schema(tx, self.name)
             migrate(tx, migrations, self.name)
 
     def __repr__(self) -> str:
@@ -85,8 +92,24 @@ class PostgresStore(Store):
                 yield Transaction(conn, postgres())
         except errors.QueryCanceled:
             raise StoreError(f"{self.name}: query timed out (statement_timeout)") from None
+        except (errors.ReadOnlySqlTransaction, errors.InsufficientPrivilege) as exc:
+            raise StoreReadOnly(f"{self.name}: {_reason(exc)}") from None
         except psycopg.Error as exc:
             raise StoreError(f"{self.name}: {_reason(exc)}") from None
+
+
+def _refuse_foreign_schema(tx: Transaction, name: str) -> None:
+    rows = tx.execute("SELECT current_schema() AS schema, coalesce(array_agg(tablename::text "
+                      "ORDER BY tablename), '{}') AS tables FROM pg_tables "
+                      "WHERE schemaname = current_schema()")
+    schema, tables = rows[0]["schema"], set(rows[0]["tables"])
+    if schema is None or not tables or OWN_TABLES <= tables:
+        return
+    shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+    raise StoreError(f"{name}: not a twice investigation store: schema {schema} holds other "
+                     f"tables ({shown}); nothing was created in it. Give twice a database of its "
+                     "own, or a schema (CREATE SCHEMA twice; then add "
+                     "?options=-csearch_path%3Dtwice to the DSN)")
 
 
 def _reason(exc: psycopg.Error) -> str:

@@ -107,6 +107,9 @@ SWEEPS = (
 )
 
 VERSIONS: tuple[tuple[str, ...], ...] = (INVESTIGATIONS, SWEEPS)
+# What marks a database as twice's store: the first migration creates both in one transaction,
+# so a store has both, or is new. A database with other tables and not these is not opened.
+OWN_TABLES = frozenset({"schema_version", "investigations"})
 
 
 def migrations(dialect: Dialect, versions: Sequence[Sequence[str]] = VERSIONS

@@ -4,6 +4,11 @@ This module only connects and migrates (the queries are `twice.store.sql`'s). On
 call, so Streamlit's session threads never share one; WAL so readers do not wait for a writer;
 `busy_timeout` so two writers queue instead of failing; foreign keys on so a note cannot
 outlive its investigation.
+
+A file that is not twice's is refused before anything is written to it (`refuse_foreign_file`):
+a missing or empty file becomes a new store, a SQLite database with no tables too, one with
+twice's tables is opened; anything else (another program's database, a file that is not SQLite,
+a damaged one) is a StoreError naming the file, and the file is left exactly as it was.
 """
 
 from __future__ import annotations
@@ -14,12 +19,58 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from twice.store.dialect import SQLITE
-from twice.store.errors import StoreError
-from twice.store.schema import Migration, migrations
+from twice.store.errors import StoreError, StoreReadOnly
+from twice.store.schema import OWN_TABLES, Migration, migrations
 from twice.store.sql import Store, Transaction, migrate
 
 # Applied in order at open; schema version N = MIGRATIONS[:N] applied (twice.store.schema).
 MIGRATIONS: list[Migration] = migrations(SQLITE)
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def store_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    """The StoreError for a failed SQLite call: StoreReadOnly for SQLITE_READONLY and its
+    extended codes (a read-only file, folder or mount)."""
+    read_only = getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY
+    return (StoreReadOnly if read_only else StoreError)(f"{path}: {exc}")
+
+
+def refuse_foreign_file(path: Path, own_tables: frozenset[str], what: str) -> None:
+    """StoreError unless `path` is missing, empty, a SQLite database without tables, or one
+    holding `own_tables`. Only reads: no lock, journal or WAL switch touches the file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if not head:
+        return
+    nothing = "nothing was written to it"
+    if head != SQLITE_HEADER:
+        raise StoreError(f"{path}: not {what}: not a SQLite database ({nothing}); give the path "
+                         "of twice's own file, or of a new one")
+    # immutable: not even a lock or a -shm file; with a -wal beside it (a database in use)
+    # a read-only connection, so what the WAL holds is seen
+    wal = path.with_name(path.name + "-wal").exists()
+    uri = f"{path.resolve().as_uri()}?mode=ro{'' if wal else '&immutable=1'}"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            tables = {str(r[0]) for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path}: not {what}: the SQLite file cannot be read ({exc}; "
+                         f"{nothing})") from None
+    tables = {t for t in tables if not t.startswith("sqlite_")}
+    if tables and not own_tables <= tables:
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StoreError(f"{path}: not {what}: a SQLite database with other tables ({shown}); "
+                         f"{nothing}. twice keeps its data in a file of its own: give a new "
+                         "path")
 
 
 class SqliteStore(Store):
@@ -28,6 +79,7 @@ class SqliteStore(Store):
         self.path = Path(path)
         self.name = str(self.path)
         self.busy_timeout_s = busy_timeout_s
+        refuse_foreign_file(self.path, OWN_TABLES, "a twice investigation store")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -69,7 +121,7 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: {exc}") from None
+            raise store_error(self.path, exc) from None
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

@@ -10,6 +10,11 @@ Two optional gates, checked before any investigation (or the list of them) is sh
   a cookie or the page. A link to an investigation opens the prompt first, then the view.
 
 Without either, the app is open to whoever can reach it (the default: a laptop on localhost).
+
+What the browser sends is not trusted: the gate's state is one object only this module writes
+(a value a client sends under its key is not that object, so it opens nothing), and widget
+values sent under ids no widget has (only a hand-made websocket message does that) are
+neutralised before the page runs (`neutralise_forged_widget_states`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import hmac
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
@@ -24,10 +30,48 @@ import streamlit as st
 from twice.web.text import md_text
 
 TOKEN_ENV = "TWICE_ACCESS_TOKEN"
-_GRANTED = "twice_access_granted"  # session_state flag: this browser session gave the token
-_FAILURES = "twice_access_failures"
-_SIGN_IN_ERROR = "twice_sign_in_error"  # session_state: why the last "Sign in" could not start
+_ACCESS = "twice_access"  # session_state: this browser session's `_Access`
 _WRONG_TOKEN_DELAY_S = 1.0  # slows guessing; the token's length does the rest
+_WIDGET_ID_PREFIX = "$$"  # Streamlit's widget ids ("$$ID-...") and internal keys
+
+
+@dataclass
+class _Access:
+    """The gate's state for one browser session. Only this module makes one, so a value sent
+    from the browser under the same key (bool, text, number) is never mistaken for it."""
+
+    granted: bool = False  # this session gave the token
+    failures: int = 0
+    sign_in_error: str | None = None  # why the last "Sign in" could not start
+
+
+def _access() -> _Access:
+    state = st.session_state.get(_ACCESS)
+    if not isinstance(state, _Access):
+        state = _Access()
+        st.session_state[_ACCESS] = state
+    return state
+
+
+def neutralise_forged_widget_states() -> None:
+    """Make widget values the browser sent under ids that are not widget ids harmless.
+
+    Streamlit's own browser code only sends ids of widgets it drew (`$$ID-...`); anything else
+    came from a hand-made websocket message, e.g. one naming the gate's session key. Streamlit
+    cannot decode such a value (no widget describes it): reading the key fails, and so does the
+    next widget drawn (it reads every key: a KeyError, with a traceback). A value of our own
+    under that key (None) is read instead. Run before any widget is drawn."""
+    try:
+        from streamlit.runtime.state import get_session_state
+
+        sent = [w.id for w in get_session_state().get_widget_states()]
+    except Exception:  # noqa: BLE001 - another Streamlit: nothing to neutralise this way
+        return
+    for widget_id in sent:
+        # a widget's own id, or a key that reads as a value of ours (read before a forged one)
+        if widget_id.startswith(_WIDGET_ID_PREFIX) or widget_id in st.session_state:
+            continue
+        st.session_state[widget_id] = None
 
 
 def oidc_configured() -> bool:
@@ -59,7 +103,7 @@ def _sign_in() -> None:
     try:
         require_auth_extra()
     except ImportError as exc:
-        st.session_state[_SIGN_IN_ERROR] = str(exc)
+        _access().sign_in_error = str(exc)
         return
     st.login()
 
@@ -70,11 +114,13 @@ def gate() -> bool:
         st.title("twice")
         st.write("Sign in to open investigations.")
         st.button("Sign in", on_click=_sign_in, type="primary")
-        if _SIGN_IN_ERROR in st.session_state:
-            st.error(st.session_state.pop(_SIGN_IN_ERROR))
+        access = _access()
+        if access.sign_in_error:
+            st.error(access.sign_in_error)
+            access.sign_in_error = None
         return False
     expected = os.environ.get(TOKEN_ENV, "")
-    if not expected or st.session_state.get(_GRANTED) is True:
+    if not expected or _access().granted:
         return True
     return _token_prompt(expected)
 
@@ -95,11 +141,11 @@ def _token_prompt(expected: str) -> bool:
         submitted = st.form_submit_button("Open")
     if not submitted:
         return False
-    if given and token_matches(given, expected):
-        st.session_state[_GRANTED] = True
-        st.session_state.pop(_FAILURES, None)
+    access = _access()
+    if isinstance(given, str) and given and token_matches(given, expected):
+        access.granted, access.failures = True, 0
         st.rerun()
-    st.session_state[_FAILURES] = int(st.session_state.get(_FAILURES, 0)) + 1
+    access.failures += 1
     time.sleep(_WRONG_TOKEN_DELAY_S)
     st.error("That is not the access token.")
     return False
@@ -112,7 +158,7 @@ def sign_out_button() -> None:
         who = str(user.get("email") or user.get("name") or "you")
         st.caption(f"Signed in as {md_text(who)}")
         st.button("Sign out", on_click=st.logout)
-    elif os.environ.get(TOKEN_ENV) and st.session_state.get(_GRANTED) is True:
+    elif os.environ.get(TOKEN_ENV) and _access().granted:
         if st.button("Lock"):
-            st.session_state.pop(_GRANTED, None)
+            _access().granted = False
             st.rerun()

@@ -11,7 +11,14 @@ import streamlit as st
 
 from twice.connectors import registry
 from twice.engine import Analysis, analyze
-from twice.store import InvestigationExists, InvestigationNotFound, Note, Store, open_store
+from twice.store import (
+    InvestigationExists,
+    InvestigationNotFound,
+    Note,
+    Store,
+    StoreReadOnly,
+    open_store,
+)
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_data"
 
@@ -40,6 +47,8 @@ def _import_samples(store: Store) -> None:
                          warnings=loaded.warnings, tags=["sample", truth["layer"]], id=inv_id)
         except InvestigationExists:  # another process imported it first
             continue
+        except StoreReadOnly:  # a read-only store still shows what it holds
+            return
         store.add_note(inv_id, Note(author="twice lab", at=datetime.now(UTC),
                                     text=f"What really happened: {truth['description']}"))
 

@@ -4,6 +4,7 @@ live sources (the `twice investigate` form)."""
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from datetime import timedelta
 from pathlib import Path
@@ -13,9 +14,11 @@ import streamlit as st
 
 from twice.connectors import registry
 from twice.connectors.base import SourceError
-from twice.store import Store
+from twice.store import Store, StoreError
 from twice.store.links import ViewState
+from twice.web import evidence
 from twice.web.nav import go
+from twice.web.problems import store_problem
 from twice.web.text import md_text
 
 
@@ -37,25 +40,39 @@ def upload_form(store: Store) -> None:
         except SourceError as exc:
             st.error(md_text(str(exc).replace(tmp + "/", "")))
             return
-    inv = store.create(title or "Uploaded evidence", loaded.rows,
-                       sources=sorted({n for n, _ in found}),
-                       warnings=[{"source": w.source.replace(tmp + "/", ""), "detail": w.detail}
-                                 for w in loaded.warnings])
+    try:
+        inv = store.create(title or "Uploaded evidence", loaded.rows,
+                           sources=sorted({n for n, _ in found}),
+                           warnings=[{"source": w.source.replace(tmp + "/", ""),
+                                      "detail": w.detail} for w in loaded.warnings])
+    except StoreError as exc:
+        st.error(store_problem(exc, "The investigation was not saved"))
+        return
     go(ViewState(inv=inv, tab="verdict"))
 
 
-# The live form's secrets (the Stripe key, a DSN with a password) are taken out of their fields
-# when the form is sent, so they live for one request in this process and are never echoed back
-# to the page, kept in the session, saved or put in a link.
-_SECRET_FIELDS = {"live_stripe_key": "_live_stripe_key", "live_checkpoints": "_live_checkpoints"}
+# The live form's secrets (the Stripe key, a DSN with a password, a trace backend URL with
+# credentials) are taken out of their fields when the form is sent, so they live for one request
+# in this process and are never echoed back to the page, kept in the session, saved or put in a
+# link. The trace backend's field gets its URL back without the credentials.
+_SECRET_FIELDS = {"live_stripe_key": "_live_stripe_key", "live_checkpoints": "_live_checkpoints",
+                  "live_traces": "_live_traces"}
 LIVE_ERRORS = "live investigation"  # the source named by a saved partial run's errors
 STRIPE_BASE_URL_ENV = "TWICE_STRIPE_BASE_URL"  # a Stripe-compatible server (the lab, a proxy)
+# userinfo up to the last "@" before the path (a password may hold an unencoded "@")
+_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/\s]*@", re.I)
+
+
+def without_userinfo(url: str) -> str:
+    """`jaeger+http://user:password@host:16686` -> `jaeger+http://host:16686`."""
+    return _USERINFO.sub(lambda m: m["scheme"], url.strip())
 
 
 def _take_secrets() -> None:
     for field, once in _SECRET_FIELDS.items():
         st.session_state[once] = st.session_state.get(field, "")
         st.session_state[field] = ""
+    st.session_state["live_traces"] = without_userinfo(str(st.session_state["_live_traces"]))
 
 
 def live_form(store: Store) -> None:
@@ -67,13 +84,18 @@ def live_form(store: Store) -> None:
         hours = st.number_input("Window (hours)", min_value=0.25, max_value=48.0, value=2.0)
         st.text_input("Stripe restricted key (used for this request only, never saved)",
                       type="password", key="live_stripe_key")
+        # what it may name is said when something else is given (twice.web.evidence)
         st.text_input("Checkpoints DSN or SqliteSaver path (optional)", type="password",
-                      key="live_checkpoints")
-        traces = st.text_input("Trace backend (optional)",
-                               placeholder="jaeger+http://host:16686")
+                      key="live_checkpoints",
+                      placeholder="postgresql://user:password@host/db")
+        upload = st.file_uploader("…or upload a SqliteSaver file (optional)",
+                                  key="live_checkpoints_file")
+        st.text_input("Trace backend (optional)", placeholder="jaeger+http://host:16686",
+                      key="live_traces")
         sent = st.form_submit_button("Investigate", on_click=_take_secrets)
     key = str(st.session_state.pop(_SECRET_FIELDS["live_stripe_key"], "") or "")
-    checkpoints = str(st.session_state.pop(_SECRET_FIELDS["live_checkpoints"], "") or "")
+    typed = str(st.session_state.pop(_SECRET_FIELDS["live_checkpoints"], "") or "")
+    traces = str(st.session_state.pop(_SECRET_FIELDS["live_traces"], "") or "").strip()
     if not sent:
         return
     try:
@@ -82,20 +104,41 @@ def live_form(store: Store) -> None:
     except ValueError:
         st.error("Around: an ISO-8601 time like 2024-06-03T14:21Z")
         return
-    req = Request(subject=subject.strip(), around=when.to_pydatetime(),
-                  window=timedelta(hours=float(hours)), stripe_key=key,
-                  checkpoints=checkpoints or None, traces=traces or None,
-                  stripe_base_url=os.environ.get(STRIPE_BASE_URL_ENV) or None)
-    with st.status("Pulling evidence…") as status:
-        result = investigate(req, progress=lambda message: status.write(md_text(message)))
-    for error in result.errors:
+    if typed.strip() and upload is not None:
+        st.error("Checkpoints: give a DSN or path, or upload a file, not both.")
+        return
+    try:
+        checkpoints = evidence.checkpoints_target(typed)
+    except evidence.Refused as exc:
+        st.error(md_text(str(exc)))
+        return
+    with tempfile.TemporaryDirectory(prefix="twice-live-") as tmp:
+        if upload is not None:  # read for this request, then gone with the folder
+            checkpoints = str(Path(tmp) / (Path(upload.name).name or "checkpoints.sqlite"))
+            Path(checkpoints).write_bytes(upload.getvalue())
+        req = Request(subject=subject.strip(), around=when.to_pydatetime(),
+                      window=timedelta(hours=float(hours)), stripe_key=key,
+                      checkpoints=checkpoints, traces=traces or None,
+                      stripe_base_url=os.environ.get(STRIPE_BASE_URL_ENV) or None)
+        with st.status("Pulling evidence…") as status:
+            result = investigate(req, progress=lambda message: status.write(md_text(message)))
+    # an uploaded file is named as it was uploaded, not by where it was kept
+    errors = [e.replace(tmp + "/", "") for e in result.errors]
+    result.rows["origin"] = result.rows["origin"].str.replace(tmp + "/", "", regex=False)
+    for error in errors:
         st.error(f"Partial: {md_text(error)}")
     if result.rows.empty:
         return
     # the failed sources are saved with it: the page moves on, and a shared link must say so too
-    failed = [{"source": LIVE_ERRORS, "detail": f"Partial: {e}"} for e in result.errors]
-    inv = store.create(f"Live: {req.subject} around {when:%Y-%m-%d %H:%M}", result.rows,
-                       sources=sorted(set(result.rows["source"].dropna())),
-                       warnings=[*result.warnings, *failed],
-                       tags=["live", *(["partial"] if result.partial else [])])
+    failed = [{"source": LIVE_ERRORS, "detail": f"Partial: {e}"} for e in errors]
+    warnings = [{"source": w.source.replace(tmp + "/", ""),
+                 "detail": w.detail.replace(tmp + "/", "")} for w in result.warnings]
+    try:
+        inv = store.create(f"Live: {req.subject} around {when:%Y-%m-%d %H:%M}", result.rows,
+                           sources=sorted(set(result.rows["source"].dropna())),
+                           warnings=[*warnings, *failed],
+                           tags=["live", *(["partial"] if result.partial else [])])
+    except StoreError as exc:
+        st.error(store_problem(exc, "The investigation was not saved"))
+        return
     go(ViewState(inv=inv, tab="verdict"))

@@ -14,7 +14,7 @@ from twice.store import Store, StoreError
 from twice.store.links import ViewState
 from twice.web import auth, forms, nav
 from twice.web.cache import get_store
-from twice.web.text import md_text
+from twice.web.problems import store_problem
 
 
 def sidebar(store: Store) -> None:
@@ -35,6 +35,7 @@ def sidebar(store: Store) -> None:
 
 def main() -> None:
     st.set_page_config(page_title="twice", page_icon="⧉", layout="wide")
+    auth.neutralise_forged_widget_states()  # before any widget: values only a forged message sends
     # the sidebar's buttons are the way between pages: they set the query a view needs
     page = st.navigation(list(nav.pages().values()), position="hidden")
     if not auth.gate():  # served to a team: sign-in or the shared token first (auth.py)
@@ -42,15 +43,18 @@ def main() -> None:
     try:
         store = get_store()
     except StoreError as exc:
-        st.error(f"The investigation store cannot be opened: {md_text(str(exc))}")
+        st.error(store_problem(exc, "Investigations cannot be shown"))
         return
     with st.sidebar:
         sidebar(store)
     view = nav.view_for(st.query_params.to_dict(), nav.name_of(page))
-    if view == nav.name_of(page):
-        page.run()
-    else:  # a link that names its view by the query alone: shown as it was opened
-        nav.renderers()[view]()
+    try:
+        if view == nav.name_of(page):
+            page.run()
+        else:  # a link that names its view by the query alone: shown as it was opened
+            nav.renderers()[view]()
+    except StoreError as exc:  # said plainly, without the store's path or a traceback
+        st.error(store_problem(exc, "This page cannot be shown"))
 
 
 main()

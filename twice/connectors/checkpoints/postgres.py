@@ -94,10 +94,7 @@ def _password(dsn: str) -> str | None:
 
 
 def _reason(exc: BaseException, secret: str | None) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    if secret:
-        text = text.replace(secret, "***")
-    return redact(text)
+    return redact(" ".join(str(exc).split()) or type(exc).__name__, [secret])
 
 
 def _check_schema(cur: psycopg.Cursor[Any], source: str, warnings: list[SourceWarning]) -> bool:

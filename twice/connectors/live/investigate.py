@@ -5,8 +5,9 @@ customer in the window (the Stripe API), the threads and tool calls behind those
 checkpoint database: first the window, to find the threads whose tool calls name the customer or
 whose derived key the provider saw, then exactly those threads), and those threads' traces (the
 trace backend). A source that fails is reported and the rest is kept, labelled partial.
-Secrets (the API key, database passwords) never leave this process: not in results, messages,
-saved folders or logs.
+Secrets (the API key, database passwords, the trace backend's credentials) never leave this
+process: every error, warning, progress line and saved README goes through `redact` with the
+request's secrets (`Request.secrets`), whatever a source echoed back.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import orjson
 import pandas as pd
 
 from twice.connectors import checkpoints as checkpoint_source
-from twice.connectors.base import SourceError, SourceWarning, redact
+from twice.connectors.base import SourceError, SourceWarning, credentials, redact
 from twice.timeline import Kind, concat, derived_key
 
 # Threads run a little before and after the provider saw their requests.
@@ -37,6 +38,14 @@ class Request:
     stripe_base_url: str | None = None  # a Stripe-compatible server (tests, the lab)
     checkpoints: str | None = None  # PostgresSaver DSN or SqliteSaver file
     traces: str | None = None  # jaeger+http://host:16686 or tempo+http://host:3200
+
+    @property
+    def secrets(self) -> list[str]:
+        """What must not be shown: the API key, the credentials in the DSN and the URL."""
+        return [self.stripe_key, *credentials(self.checkpoints), *credentials(self.traces)]
+
+    def redact(self, text: str) -> str:
+        return redact(text, self.secrets)
 
     @property
     def since(self) -> datetime:
@@ -70,7 +79,10 @@ def investigate(req: Request, progress: Progress = lambda _: None) -> Result:
     frames: list[pd.DataFrame] = []
     result = Result(rows=concat([]))
 
-    provider = _provider(req, result, progress)
+    def tell(message: str) -> None:
+        progress(req.redact(message))
+
+    provider = _provider(req, result, tell)
     frames.append(provider)
     customers = set(provider["subject"].dropna()) | (
         {req.subject} if req.subject.startswith("cus_") else set())
@@ -78,14 +90,18 @@ def investigate(req: Request, progress: Progress = lambda _: None) -> Result:
     threads = set(provider["thread_id"].dropna())
 
     if req.checkpoints:
-        ck = _checkpoints(req, customers, keys, threads, result, progress)
+        ck = _checkpoints(req, customers, keys, threads, result, tell)
         frames.append(ck)
         threads |= set(ck["thread_id"].dropna())
     result.thread_ids = sorted(threads)
 
     if req.traces:
-        frames.append(_traces(req, result, progress))
+        frames.append(_traces(req, result, tell))
     result.rows = concat(frames)
+    # whatever a source quoted (an echoed header, a URL, a body) leaves masked
+    result.errors = [req.redact(e) for e in result.errors]
+    result.warnings = [SourceWarning(req.redact(w.source), req.redact(w.detail))
+                       for w in result.warnings]
     return result
 
 
@@ -99,7 +115,7 @@ def _provider(req: Request, result: Result, progress: Progress) -> pd.DataFrame:
             progress=lambda scanned, kept: progress(
                 f"stripe: {scanned} events read, {kept} about {req.subject}"))
     except (SourceError, ValueError) as exc:
-        result.errors.append(_scrub(str(exc), req))
+        result.errors.append(req.redact(str(exc)))
         return concat([])
     result.warnings.extend(loaded.warnings + fetched.warnings)
     if fetched.partial:
@@ -130,7 +146,7 @@ def _checkpoints(req: Request, customers: set[str], keys: set[str], threads: set
         loaded = checkpoint_source.load(target, thread_ids=sorted(found), since=since,
                                         until=until)
     except SourceError as exc:
-        result.errors.append(_scrub(str(exc), req))
+        result.errors.append(req.redact(str(exc)))
         return concat([])
     result.warnings.extend(loaded.warnings)
     rows: pd.DataFrame = loaded.rows
@@ -159,15 +175,8 @@ def _traces(req: Request, result: Result, progress: Progress) -> pd.DataFrame:
             result.trace_documents.append(document)
             result.trace_ids.append(trace_id)
     except (SourceError, ValueError) as exc:
-        result.errors.append(_scrub(str(exc), req))
+        result.errors.append(req.redact(str(exc)))
     return concat(frames)
-
-
-def _scrub(message: str, req: Request) -> str:
-    message = redact(message)
-    if req.stripe_key:
-        message = message.replace(req.stripe_key, "***")
-    return message
 
 
 def save_folder(req: Request, result: Result, out: Path) -> list[Path]:
@@ -192,7 +201,7 @@ def save_folder(req: Request, result: Result, out: Path) -> list[Path]:
         except SourceError as exc:
             # one more failed source: the rest of the folder is still worth saving
             path.unlink(missing_ok=True)
-            result.errors.append(f"saving checkpoints: {exc}")
+            result.errors.append(req.redact(f"saving checkpoints: {exc}"))
     if result.trace_documents and result.trace_backend:
         from twice.connectors.live.traces import save_traces
 
@@ -200,7 +209,7 @@ def save_folder(req: Request, result: Result, out: Path) -> list[Path]:
         save_traces(result.trace_documents, result.trace_backend, path)
         written.append(path)
     readme = out / "README.md"
-    readme.write_text(_readme(req, result))
+    readme.write_text(req.redact(_readme(req, result)))
     written.append(readme)
     return written
 
@@ -231,9 +240,9 @@ def _readme(req: Request, result: Result) -> str:
         f"- traces: {', '.join(result.trace_ids) or 'none fetched'}",
     ]
     if req.checkpoints:
-        lines.append(f"- checkpoints from: {redact(req.checkpoints)}")
+        lines.append(f"- checkpoints from: {req.redact(req.checkpoints)}")
     if req.traces:
-        lines.append(f"- traces from: {redact(req.traces)}")
+        lines.append(f"- traces from: {req.redact(req.traces)}")
     if result.partial:
         lines += ["", "**Partial:** these sources failed:", ""]
         lines += [f"- {e}" for e in result.errors]

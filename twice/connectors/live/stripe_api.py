@@ -12,7 +12,7 @@ Facts this relies on (stripe-python 16 `stripe/_event_service.py`, `_list_object
 - `GET /v1/events` only goes back 30 days: an older window silently lists nothing.
 - Errors carry the response headers (`exc.headers`, case-insensitive), so `Retry-After` is read
   from there. The 401/403 messages echo the API key masked (`sk_test_****1234`): every message
-  is scrubbed before it is shown.
+  goes through `redact` (twice.connectors.redaction) before it is shown.
 - The SDK's own retries are off (`max_network_retries=0`): a 429 is retried here, per page, with
   the injected `sleep`; pagination is done page by page (what `auto_paging_iter` does: the next
   page is `starting_after` the last id) so that one page can be retried and what was already
@@ -70,8 +70,6 @@ DEFAULT_TYPES: tuple[str, ...] = (
 )
 
 _KINDS = {"cus_": "customer", "pi_": "payment_intent", "ch_": "charge"}
-_API_KEY = re.compile(r"\b(?:sk|rk|pk)_(?:test|live)_[0-9A-Za-z*•.…]+")
-_BEARER = re.compile(r"(?i)\bbearer\s+\S+")
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^\"')\]]+)")
 
 
@@ -88,7 +86,7 @@ class Subject:
             raise ValueError("that is a PaymentIntent client secret, not an id: pass pi_... only")
         if not any(self.id.startswith(p) and len(self.id) > len(p) for p in _KINDS):
             raise ValueError(
-                f"cannot tell what {scrub(self.id[:40])!r} is: expected a customer (cus_...), "
+                f"cannot tell what {redact(self.id[:40])!r} is: expected a customer (cus_...), "
                 "payment intent (pi_...) or charge (ch_...) id"
             )
 
@@ -127,14 +125,6 @@ class Fetched:
     warnings: list[SourceWarning] = field(default_factory=list)
 
 
-def scrub(text: str, api_key: str | None = None) -> str:
-    """Remove API keys (whole or masked, as Stripe echoes them) and bearer tokens from text."""
-    if api_key:
-        text = text.replace(api_key, "[api key]")
-    text = _API_KEY.sub("[api key]", text)
-    return redact(_BEARER.sub("Bearer [api key]", text))
-
-
 def _header(exc: stripe.StripeError, header: str) -> str | None:
     headers = exc.headers or {}
     wanted = header.lower()
@@ -144,7 +134,7 @@ def _header(exc: stripe.StripeError, header: str) -> str | None:
 def _reason(exc: stripe.StripeError) -> str:
     """One clear line for the user; never the API key (Stripe echoes it masked)."""
     status = exc.http_status
-    message = " ".join(scrub(exc.user_message or "").split())[:200]
+    message = " ".join(redact(exc.user_message or "").split())[:200]
     if isinstance(exc, stripe.AuthenticationError):
         reason = "the API key was rejected (401): it is wrong, revoked or of another account"
     elif isinstance(exc, stripe.PermissionError):
@@ -155,7 +145,7 @@ def _reason(exc: stripe.StripeError) -> str:
     elif isinstance(exc, stripe.APIConnectionError):
         cause = _ERRNO.search(exc.user_message or "")
         detail = cause.group(1).strip() if cause else "network error"
-        reason = f"cannot reach the Stripe API: {scrub(detail).lower()}"
+        reason = f"cannot reach the Stripe API: {redact(detail).lower()}"
     elif status is not None and status >= 500:
         reason = f"the Stripe API failed ({status}): {message or 'server error'}"
     elif status is not None:
@@ -396,8 +386,9 @@ def load(
     try:
         fetched = fetch_events(client, subject, since, until, types=types, progress=progress)
     except SourceError as exc:
-        raise SourceError(exc.source, scrub(exc.reason, key)) from None
-    fetched.warnings = [SourceWarning(w.source, scrub(w.detail, key)) for w in fetched.warnings]
+        raise SourceError(exc.source, redact(exc.reason, [key])) from None
+    fetched.warnings = [SourceWarning(w.source, redact(w.detail, [key]))
+                        for w in fetched.warnings]
     origin = SOURCE + (f" {redact(base_url)}" if base_url else "")
     if not fetched.events:
         none = SourceWarning(SOURCE, (

@@ -7,15 +7,17 @@ parsers), plus the JSON document as the backend returned it; `save_traces` write
 in a form the spans connector reads back (Jaeger: `{"data": [traces]}`; Tempo: OTLP JSON lines).
 
 Credentials in the URL are sent as HTTP basic auth and never shown: errors and row origins name
-the URL with the password masked. Every failure to get an answer (unreachable, timeout, HTTP
-error, a body that is not JSON) is a `SourceError`; a trace the backend does not hold is a
-`TraceNotFoundError` (a `SourceError`), since the user asked for that trace by id.
+the URL with the password masked, and a backend's answer quoted in an error (a 401 page that
+echoes the Authorization header or the URL) goes through `redact` with the URL's credentials.
+Every failure to get an answer (unreachable, timeout, HTTP error, a body that is not JSON) is
+a `SourceError`; a trace the backend does not hold is a `TraceNotFoundError` (a
+`SourceError`), since the user asked for that trace by id.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,7 +27,7 @@ import httpx
 import orjson
 
 from twice.connectors._parsing import trace_id_hex
-from twice.connectors.base import LoadResult, SourceError, redact
+from twice.connectors.base import LoadResult, SourceError, credentials, redact
 from twice.formats import utc
 
 __all__ = ["ACCEPTED_FORMS", "Endpoint", "HttpSource", "TraceBackend", "TraceNotFoundError",
@@ -58,7 +60,8 @@ class TraceNotFoundError(SourceError):
 class Endpoint:
     base_url: str  # scheme://host[:port][/base-path], no credentials
     display: str  # what messages and rows name: "<backend>+<url>" with the password masked
-    auth: tuple[str, str] | None  # basic auth from the URL's userinfo
+    auth: tuple[str, str] | None = field(default=None, repr=False)  # from the URL's userinfo
+    secrets: tuple[str, ...] = field(default=(), repr=False)  # masked in every message
 
 
 def parse_url(url: str) -> tuple[str, Endpoint]:
@@ -67,7 +70,8 @@ def parse_url(url: str) -> tuple[str, Endpoint]:
     parts = urlsplit(rest) if plus else None
     if (parts is None or backend.lower() not in ("jaeger", "tempo")
             or parts.scheme.lower() not in ("http", "https") or not parts.hostname):
-        raise ValueError(f"not a trace backend URL: {redact(url)!r}; accepted forms: "
+        raise ValueError(f"not a trace backend URL: {redact(url, credentials(url))!r}; "
+                         "accepted forms: "
                          + ", ".join(ACCEPTED_FORMS))
     backend = backend.lower()
     host = parts.netloc.rpartition("@")[2]
@@ -78,8 +82,9 @@ def parse_url(url: str) -> tuple[str, Endpoint]:
         auth = (unquote(parts.username or ""), unquote(parts.password or ""))
         # a user with no password is most likely a token: mask it whole
         shown_user = f"{parts.username}:***@" if parts.password is not None else "***@"
-    display = redact(f"{backend}+{parts.scheme}://{shown_user}{host}{path}")
-    return backend, Endpoint(f"{parts.scheme}://{host}{path}", display, auth)
+    secrets = tuple(credentials(rest))
+    display = redact(f"{backend}+{parts.scheme}://{shown_user}{host}{path}", secrets)
+    return backend, Endpoint(f"{parts.scheme}://{host}{path}", display, auth, secrets)
 
 
 def backend_from_url(url: str, *, timeout_s: float = 10.0, tool_attribute: str | None = None,
@@ -126,7 +131,8 @@ class HttpSource:
         self.timeout_s = timeout_s
 
     def fail(self, reason: str) -> SourceError:
-        return SourceError(self.endpoint.display, redact(reason)[:_REASON_MAX])
+        return SourceError(self.endpoint.display,
+                           redact(reason, self.endpoint.secrets)[:_REASON_MAX])
 
     def get_json(self, path: str, params: dict[str, Any] | None = None, *,
                  missing_ok: bool = False) -> Any:
@@ -145,13 +151,14 @@ class HttpSource:
             return None
         if response.status_code >= 400:
             raise self.fail(f"HTTP {response.status_code} for GET {path}: "
-                            f"{_error_text(response)}")
+                            f"{_error_text(response, self.endpoint.secrets)}")
         try:
             return orjson.loads(response.content)
         except orjson.JSONDecodeError:
             kind = response.headers.get("content-type", "no content type")
-            raise self.fail(f"GET {path} answered {kind}, not JSON: "
-                            f"{response.text[:80]!r}") from None
+            # masked before it is cut: half a password would not be recognised
+            start = redact(response.text, self.endpoint.secrets)[:80]
+            raise self.fail(f"GET {path} answered {kind}, not JSON: {start!r}") from None
 
 
 class BackendBase:
@@ -165,8 +172,9 @@ class BackendBase:
         self.request_id_attribute = request_id_attribute
 
 
-def _error_text(response: httpx.Response) -> str:
-    """The backend's own words for an error: Jaeger's `errors[].msg`, else the body's start."""
+def _error_text(response: httpx.Response, secrets: tuple[str, ...]) -> str:
+    """The backend's own words for an error: Jaeger's `errors[].msg`, else the body's start
+    (masked before it is cut: half a password would not be recognised)."""
     try:
         body = orjson.loads(response.content)
     except orjson.JSONDecodeError:
@@ -174,8 +182,8 @@ def _error_text(response: httpx.Response) -> str:
     if isinstance(body, dict) and isinstance(body.get("errors"), list):
         msgs = [str(e.get("msg")) for e in body["errors"] if isinstance(e, dict)]
         if msgs:
-            return "; ".join(msgs)
-    text = response.text.strip()
+            return redact("; ".join(msgs), secrets)
+    text = redact(response.text.strip(), secrets)
     return text[:120] or response.reason_phrase
 
 

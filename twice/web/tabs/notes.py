@@ -1,4 +1,9 @@
-"""Notes: notes and confirmed / overridden verdicts, saved with the investigation."""
+"""Notes: notes and confirmed / overridden verdicts, saved with the investigation.
+
+A note is saved by the form's button callback, before the page is drawn again: saved, its text
+is cleared; not saved (the store is read-only or unreachable), the text stays in the box with a
+plain message, so the user can try again.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,35 @@ from datetime import UTC, datetime
 import streamlit as st
 
 from twice.layers import Layer
-from twice.store import Note, Override
+from twice.store import Note, Override, Store, StoreError
 from twice.web.nav import go
+from twice.web.problems import store_problem
 from twice.web.report_html import visible
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text
+
+_PROBLEM = "note_problem"  # session_state: why the last note was not saved
+
+
+def _keys(inv_id: str) -> tuple[str, str]:
+    """The note form's fields, per investigation (a draft stays with its investigation)."""
+    return f"note_text:{inv_id}", f"note_author:{inv_id}"
+
+
+def _save_note(store: Store, inv_id: str, group_id: str | None) -> None:
+    text_key, author_key = _keys(inv_id)
+    text = str(st.session_state.get(text_key) or "")
+    if not text.strip():
+        return
+    author = str(st.session_state.get(author_key) or "") or "anonymous"
+    try:
+        store.add_note(inv_id, Note(author=author, text=text, at=datetime.now(UTC),
+                                    group_id=group_id))
+    except StoreError as exc:
+        st.session_state[_PROBLEM] = (store_problem(exc, "The note was not saved")
+                                      + " It is still in the box: try again later.")
+        return
+    st.session_state[text_key] = ""
 
 
 def render(inv: Investigation) -> None:
@@ -19,14 +48,15 @@ def render(inv: Investigation) -> None:
     for note in sorted(inv.snap.notes, key=lambda n: n.at):
         st.markdown(f"**{md_text(note.author)}** · {note.at:%Y-%m-%d %H:%M} UTC")
         st.text(visible(note.text))  # plain text: notes never render as markup
-    with st.form("note", clear_on_submit=True):
-        author = st.text_input("Your name")
-        text = st.text_area("Note")
-        if st.form_submit_button("Add note") and text.strip():
-            inv.store.add_note(inv.inv_id, Note(author=author or "anonymous", text=text,
-                                                at=datetime.now(UTC),
-                                                group_id=group.group_id if group else None))
-            go(inv.state)
+    text_key, author_key = _keys(inv.inv_id)
+    with st.form("note"):
+        st.text_input("Your name", key=author_key)
+        st.text_area("Note", key=text_key)
+        st.form_submit_button("Add note", on_click=_save_note,
+                              args=(inv.store, inv.inv_id, group.group_id if group else None))
+    problem = st.session_state.pop(_PROBLEM, None)
+    if isinstance(problem, str):
+        st.error(problem)
     if group is None or dup is None:
         return
     with st.form("override"):
@@ -37,8 +67,13 @@ def render(inv: Investigation) -> None:
         reason = st.text_input("Reason")
         author = st.text_input("Your name", key="override_author")
         if st.form_submit_button("Save verdict") and reason.strip():
-            inv.store.add_override(inv.inv_id, Override(
-                group_id=group.group_id, duplicate=f"{dup.first}>{dup.second}", layer=layer,
-                reason=reason, author=author or "anonymous", at=datetime.now(UTC),
-                confirmed=layer == dup.layer.value))
+            try:
+                inv.store.add_override(inv.inv_id, Override(
+                    group_id=group.group_id, duplicate=f"{dup.first}>{dup.second}",
+                    layer=layer, reason=reason, author=author or "anonymous",
+                    at=datetime.now(UTC), confirmed=layer == dup.layer.value))
+            except StoreError as exc:
+                st.error(store_problem(exc, "The verdict was not saved")
+                         + " The form keeps what you entered: try again later.")
+                return
             go(inv.state)

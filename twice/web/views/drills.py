@@ -22,6 +22,7 @@ from twice.store.links import DuplicateKey
 from twice.verdict import fmt_gap
 from twice.web.figures import DUPLICATE_COLUMNS, gaps_figure, timeline_figure
 from twice.web.nav import DRILLS, base_url, open_view
+from twice.web.problems import store_problem
 
 
 @st.cache_resource
@@ -56,7 +57,7 @@ def render() -> None:
     try:
         store: DrillStore | None = get_drill_store()
     except StoreError as exc:
-        st.warning(f"Scores cannot be saved: {exc}")
+        st.warning(store_problem(exc, "Scores cannot be saved", "the scores file"))
         store = None
     if wanted in ("", "new"):
         _home(store, trainee)
@@ -136,7 +137,10 @@ def _drill(drill: drills.Drill, store: DrillStore | None, trainee: str) -> None:
             result = drills.grade(drill, folder, layer, fix)
             who = name.strip() or "anonymous"
             if store is not None:
-                store.record(who, drill.id, layer, fix, result.score, datetime.now(UTC))
+                try:
+                    store.record(who, drill.id, layer, fix, result.score, datetime.now(UTC))
+                except StoreError as exc:  # the answer is still graded, only not kept
+                    st.warning(store_problem(exc, "Your score was not saved", "the scores file"))
             st.session_state[done_key] = (result, who)
     if done_key in st.session_state:
         result, who = st.session_state[done_key]

@@ -17,6 +17,7 @@ from twice.store.links import ViewState, link
 from twice.store.sweeps import SweepGroup, get_sweep, list_sweeps, sweep_groups
 from twice.sweep.report import totals
 from twice.web.cache import get_store
+from twice.web.problems import store_problem
 
 
 def sweep_link(sweep_id: str) -> str:
@@ -98,5 +99,4 @@ def render() -> None:
         else:
             _all(store)
     except StoreError as exc:
-        st.error("The sweeps cannot be read from the store:")
-        st.code(str(exc), language=None)  # literal text: a path or a redacted DSN
+        st.error(store_problem(exc, "The sweeps cannot be read"))

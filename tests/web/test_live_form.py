@@ -1,0 +1,218 @@
+"""The web app's live form (the `twice investigate` form) and what it may read and keep.
+
+Live sources are real: the lab's Stripe-compatible server (the real stripe SDK calls it) holding
+a step-retry incident, the incident's SqliteSaver checkpoints, and a trace backend that demands
+basic auth and echoes the credentials in its 401 page. The app runs in-process (AppTest) on a
+SQLite store; the upload is sent from chromium.
+
+- Trace backend credentials: used for the request, then gone: the field keeps the URL without
+  them, and neither the password nor its basic-auth form is on the page or in the store's file.
+- Server files: a path is read only inside `TWICE_EVIDENCE_DIR`; without it, and for anything
+  outside it (the app's own store, `..`, a link pointing out), the form refuses, plainly. A DSN
+  must bring its own host, user and password and name no file of the server.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from tests.web.conftest import ROOT, chromium, running_app
+from twice.lab.scenarios import run_scenario_with_server
+from twice.lab.trace_server import TraceServer
+from twice.store import open_store
+from twice.web.evidence import Refused, web_dsn
+
+KEY = "rk_test_51LiveFormPlantedRestrictedKey0007"
+TRACE_PASSWORD = "tr4ce-Form-Pw-planted"
+TRACES_USER = "ops"
+
+
+@dataclass
+class Lab:
+    folder: Path
+    customer: str
+    around: str
+    stripe_url: str
+    traces_url: str
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    folder, server = run_scenario_with_server(
+        "step_retry", tmp_path_factory.mktemp("lab") / "incident", seed=5, noise=3)
+    truth = json.loads((folder / "truth.json").read_text())
+    events = json.loads((folder / "events.json").read_text())["data"]
+    first = min(e["created"] for e in events
+                if e["data"]["object"].get("customer") == truth["customer"])
+    server.api_keys[KEY] = "read_only"
+    server.start()
+    try:
+        with TraceServer(folder / "spans.jsonl", auth=(TRACES_USER, TRACE_PASSWORD),
+                         echo_credentials=True) as traces:
+            yield Lab(folder, truth["customer"],
+                      datetime.fromtimestamp(first, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                      server.url, traces.url)
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def store(tmp_path: Path, lab: Lab, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    path = tmp_path / "store" / "investigations.sqlite3"
+    monkeypatch.setenv("TWICE_STORE", str(path))
+    monkeypatch.setenv("TWICE_STRIPE_BASE_URL", lab.stripe_url)
+    monkeypatch.delenv("TWICE_EVIDENCE_DIR", raising=False)
+    monkeypatch.delenv("TWICE_ACCESS_TOKEN", raising=False)
+    st.cache_resource.clear()  # the app caches its store per process
+    yield path
+    st.cache_resource.clear()
+
+
+def _field(at: AppTest, label: str) -> Any:
+    return next(t for t in at.text_input if t.label == label)
+
+
+def investigate(lab: Lab, *, checkpoints: str = "", traces: str = "") -> AppTest:
+    """Open the app, fill the sidebar's live form, press Investigate."""
+    at = AppTest.from_file(str(ROOT / "twice" / "web" / "main.py"), default_timeout=180)
+    at.run()
+    _field(at, "Customer, payment intent or charge id").set_value(lab.customer)
+    _field(at, "Around (UTC)").set_value(lab.around)
+    at.text_input(key="live_stripe_key").set_value(KEY)
+    at.text_input(key="live_checkpoints").set_value(checkpoints)
+    at.text_input(key="live_traces").set_value(traces)
+    next(b for b in at.button if b.label == "Investigate").click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def shown(at: AppTest) -> str:
+    parts = [*at.markdown, *at.error, *at.title, *at.header, *at.caption, *at.text, *at.code,
+             *at.text_input]
+    return "\n".join(str(getattr(p, "value", "")) for p in parts)
+
+
+def saved_titles(store: Path) -> list[str]:
+    return [s.title for s in open_store(str(store)).list() if s.title.startswith("Live:")]
+
+
+# -- the trace backend's credentials -----------------------------------------------------------
+def test_trace_backend_credentials_are_used_once_and_kept_nowhere(
+        lab: Lab, store: Path) -> None:
+    wrong = "wrong-" + TRACE_PASSWORD  # the backend refuses it, and echoes it in its 401
+    host = lab.traces_url.removeprefix("http://")
+    at = investigate(lab, traces=f"jaeger+http://{TRACES_USER}:{wrong}@{host}")
+    # the field keeps the URL, not the credentials
+    assert at.text_input(key="live_traces").value == f"jaeger+http://{host}"
+    assert at.text_input(key="live_stripe_key").value == ""
+    # the provider's events were read: an investigation was saved, partial, naming the 401
+    (saved,) = [s for s in open_store(str(store)).list() if s.title.startswith("Live:")]
+    snap = open_store(str(store)).get(saved.id)
+    assert snap is not None and "partial" in snap.summary.tags
+    details = [str(w.get("detail", "")) for w in snap.warnings]
+    assert any("HTTP 401" in d and "Basic ***" in d for d in details), details
+    basic = base64.b64encode(f"{TRACES_USER}:{wrong}".encode()).decode()
+    files = [p.read_bytes() for p in store.parent.glob("*") if p.is_file()]
+    assert files
+    for secret in (TRACE_PASSWORD, basic, KEY):
+        assert secret not in shown(at)
+        assert all(secret.encode() not in data for data in files)
+
+
+# -- what the form may read --------------------------------------------------------------------
+def test_a_server_path_is_refused_without_an_evidence_folder(lab: Lab, store: Path) -> None:
+    at = investigate(lab, checkpoints=str(store))  # the app's own investigation store
+    errors = [e.value for e in at.error]
+    assert any("reads no files on its server" in e for e in errors), errors
+    assert any("upload the SqliteSaver file" in e for e in errors)
+    assert "schema_version" not in shown(at) and "investigations" not in shown(at).lower()
+    assert saved_titles(store) == []
+
+
+def test_only_files_inside_the_evidence_folder_are_read(
+        lab: Lab, store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "evidence"
+    (folder / "team-a").mkdir(parents=True)
+    shutil.copy(lab.folder / "checkpoints.sqlite", folder / "team-a" / "agent.sqlite")
+    (folder / "team-a" / "store-link.sqlite").symlink_to(store)
+    monkeypatch.setenv("TWICE_EVIDENCE_DIR", str(folder))
+    for outside in (str(store), "../store/investigations.sqlite3", "team-a/store-link.sqlite",
+                    str(folder / "team-a" / ".." / ".." / "store" / "investigations.sqlite3")):
+        at = investigate(lab, checkpoints=outside)
+        errors = [e.value for e in at.error]
+        assert any("only in its evidence folder" in e for e in errors), (outside, errors)
+        assert str(folder) not in "\n".join(errors)  # the folder is named, not where it is
+    assert saved_titles(store) == []
+    # inside it: relative to the folder, or absolute
+    for inside in ("team-a/agent.sqlite", str(folder / "team-a" / "agent.sqlite")):
+        at = investigate(lab, checkpoints=inside)
+        assert [e.value for e in at.error] == []
+    summaries = [s for s in open_store(str(store)).list() if s.title.startswith("Live:")]
+    assert len(summaries) == 2
+    assert all("checkpoints" in s.sources and "partial" not in s.tags for s in summaries)
+
+
+@pytest.mark.parametrize(("dsn", "why"), [
+    ("postgresql:///agent", "names the database's host"),  # the server's local socket
+    ("postgresql://reader:pw@%2Fvar%2Frun%2Fpostgresql/agent", "names the database's host"),
+    ("postgresql://reader@db.internal/agent", "user and password"),  # the server's ~/.pgpass
+    ("postgresql://db.internal/agent", "user and password"),
+    ("postgresql://reader:pw@db.internal/agent?passfile=/root/.pgpass", "passfile"),
+    ("postgresql://reader:pw@db.internal/agent?sslkey=/etc/ssl/private/k.pem&sslcert=/x",
+     "sslcert, sslkey"),
+    ("postgresql://reader:pw@db.internal/agent?service=prod", "service"),
+])
+def test_a_dsn_that_leans_on_the_servers_settings_is_refused(dsn: str, why: str) -> None:
+    with pytest.raises(Refused, match=why) as refused:
+        web_dsn(dsn)
+    assert "pw" not in str(refused.value)
+
+
+def test_a_dsn_with_its_own_host_user_and_password_is_taken_as_given() -> None:
+    dsn = "postgresql://reader:s3cret@db.internal:5433/agent?sslmode=require"
+    assert web_dsn(dsn) == dsn
+
+
+def test_a_dsn_refusal_is_said_in_the_form(lab: Lab, store: Path) -> None:
+    at = investigate(lab, checkpoints="postgresql://reader@127.0.0.1:9/agent")
+    assert any("user and password" in e.value for e in at.error)
+    assert saved_titles(store) == []
+
+
+# -- an uploaded SqliteSaver file (a real browser sends it) ------------------------------------
+def test_an_uploaded_checkpoints_file_is_read(lab: Lab, tmp_path: Path) -> None:
+    store = tmp_path / "investigations.sqlite3"
+    with running_app({"TWICE_STORE": str(store), "TWICE_STRIPE_BASE_URL": lab.stripe_url,
+                      "TWICE_ACCESS_TOKEN": "", "TWICE_EVIDENCE_DIR": ""}) as url, \
+            chromium() as browser:
+        page = browser.new_page()
+        page.goto(url)
+        page.get_by_text("Incidents").first.wait_for(timeout=120_000)
+        page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
+        page.get_by_text("New investigation from live sources").click()
+        page.get_by_role("textbox", name="Customer, payment intent or charge id").fill(
+            lab.customer)
+        page.get_by_role("textbox", name="Around (UTC)").fill(lab.around)
+        page.get_by_label("Stripe restricted key (used for this request only, never saved)") \
+            .fill(KEY)
+        uploader = page.locator("[data-testid='stFileUploader']").filter(
+            has_text="upload a SqliteSaver file")
+        uploader.locator("input[type='file']").set_input_files(
+            str(lab.folder / "checkpoints.sqlite"))
+        uploader.get_by_text("checkpoints.sqlite").wait_for(timeout=60_000)
+        page.get_by_role("button", name="Investigate").click()
+        page.locator("[id='verdict']").first.wait_for(timeout=180_000)
+        assert "step_retry" in page.locator("body").inner_text()
+    (saved,) = [s for s in open_store(str(store)).list() if s.title.startswith("Live:")]
+    assert "checkpoints" in saved.sources and "partial" not in saved.tags
