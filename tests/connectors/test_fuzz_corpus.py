@@ -24,7 +24,9 @@ BODIES = sorted((CORPUS / "stripe_api").glob("*.body"))
 NAMED = {"lambda_records_not_sqs.json": "Records[1]", "messages_not_a_list.jsonl": ":1",
          "kind_unknown_and_at_null.parquet": ":row 1",
          # issue 13: each bad value is named by file and line (or row), the rest is kept
-         "receive_count_int64_max.jsonl": ":1", "at_year_2262.parquet": ":row 1"}
+         "receive_count_int64_max.jsonl": ":1", "amount_nan_in_a_document.json": ":13",
+         "created_infinity.jsonl": ":2", "created_nan.jsonl": ":2",
+         "at_year_2262.parquet": ":row 1"}
 
 
 def test_the_corpus_is_there() -> None:
