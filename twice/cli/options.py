@@ -19,6 +19,7 @@ import pandas as pd
 
 from twice.connectors import registry
 from twice.connectors.base import SourceError, UnknownConnectorError, redact
+from twice.connectors.jsonfile import require_regular_file
 from twice.connectors.provider import request_log
 from twice.engine import Options
 from twice.formats import utc
@@ -168,6 +169,7 @@ def evidence(paths: Sequence[str], flags: dict[str, Sequence[str]],
                                              "to say what it is)")
             out.append((detected, path, options(detected)))
         else:
+            require_regular_file(path)  # a device or FIFO is named as one
             raise SourceError(redact(str(path)), "no such file or folder")
     if not out:
         raise SourceError("command line", "no evidence given: pass a folder, files or --<source>")

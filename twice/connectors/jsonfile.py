@@ -1,6 +1,8 @@
 """Reading JSON evidence files: one JSON document, or JSON lines; bad lines become warnings.
 
 Limits, so that a huge or junk file answers quickly with bounded memory:
+- only regular files are read (`require_regular_file`): a device such as /dev/zero never ends
+  and a FIFO waits for a writer, so neither has a size to check up front; both are refused.
 - `MAX_FILE_BYTES` (1 GiB): evidence files are read whole; a bigger file is one SourceError
   saying so (cut it to the incident's window first). Span files stream (`spans_read`).
 - `MAX_DOCUMENT_BYTES` (256 MiB): only a file up to this size is tried as one JSON document;
@@ -17,7 +19,9 @@ cannot do without.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,9 +41,30 @@ _NON_FINITE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|(?<![\w.+-])(-?Infinity|NaN
 _SECOND_DOCUMENT = re.compile(r"after document|trailing", re.I)  # orjson's words for it
 
 
+_NOT_REGULAR = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def require_regular_file(path: str | Path) -> None:
+    """SourceError when `path` exists and is neither a regular file nor a folder (a missing
+    file or a folder passes: the reader says so). Checked before opening: opening a FIFO
+    blocks until something writes to it."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return
+    for test, what in _NOT_REGULAR:
+        if test(mode):
+            raise SourceError(str(path), f"is {what}, not a regular file: twice reads evidence "
+                                         "from files (save the stream to a file first)")
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise SourceError(str(path), "is not a regular file")
+
+
 def check_size(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> None:
-    """SourceError when the file is bigger than twice reads (a missing file passes: the reader
-    says so)."""
+    """SourceError when the file is not a regular file or is bigger than twice reads (a missing
+    file passes: the reader says so)."""
+    require_regular_file(path)
     try:
         size = Path(path).stat().st_size
     except OSError:
