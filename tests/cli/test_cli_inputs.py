@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from twice.store import open_store
+from twice.store.sweeps import list_sweeps
+
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data" / "step_retry"
 
@@ -33,6 +36,65 @@ def refused(done: subprocess.CompletedProcess[str], *named: str) -> str:
     for name in named:
         assert name in done.stderr, (name, done.stderr)
     return done.stderr
+
+
+# --- option values: click's usage error names the option, before anything is read ------------
+
+BAD_OPTIONS = [
+    (["analyze", str(SAMPLE), "--request-log-map", "foo"], "--request-log-map", "foo"),
+    (["analyze", str(SAMPLE), "--request-log-map", "colour=Red"], "--request-log-map", "colour"),
+    (["sweep", str(SAMPLE), "--request-log-map", "foo"], "--request-log-map", "foo"),
+    (["analyze", str(SAMPLE), "--bands", "nan,inf"], "--bands", "nan"),
+    (["analyze", str(SAMPLE), "--bands", "2m,10s"], "--bands", "2m,10s"),
+    (["analyze", str(SAMPLE), "--bands", "0s,2m"], "--bands", "0s"),
+    (["analyze", str(SAMPLE), "--bands", "10s"], "--bands", "10s"),
+    (["analyze", str(SAMPLE), "--bands", "fast,slow"], "--bands", "fast"),
+    (["analyze", str(SAMPLE), "--provider", "paypal", "--bands", "10s,7h"], "--bands",
+     "retention"),
+    (["analyze", str(SAMPLE), "--window=-5m"], "--window", "-5m"),
+    (["analyze", str(SAMPLE), "--window", "inf"], "--window", "inf"),
+    (["analyze", str(SAMPLE), "--window", "30d"], "--window", "30d"),
+    (["sweep", str(SAMPLE), "--chunk", "nan"], "--chunk", "nan"),
+    (["sweep", str(SAMPLE), "--chunk", "1e-9s"], "--chunk", "1e-9s"),
+    (["sweep", str(SAMPLE), "--chunk", "1e30h"], "--chunk", "1e30h"),
+    (["sweep", str(SAMPLE), "--overlap", "inf"], "--overlap", "inf"),
+    (["sweep", str(SAMPLE), "--since", "1700-01-01"], "--since", "1700-01-01"),
+    (["sweep", str(SAMPLE), "--until", "soon"], "--until", "soon"),
+    (["investigate", "--customer", "cus_1", "--around", "2024-06-03T14:21Z",
+      "--window", "1e30h"], "--window", "1e30h"),
+    (["investigate", "--customer", "cus_1", "--around", "2024-06-03T14:21Z",
+      "--window=-5m"], "--window", "-5m"),
+    (["investigate", "--customer", "cus_1", "--around", "9999-01-01"], "--around", "9999"),
+    (["investigate", "--customer", "cus_1", "--around", "2024-06-03T14:21Z",
+      "--traces", "jaeger+http://[::1:bad"], "--traces", "jaeger+http://[::1:bad"),
+    (["investigate", "--customer", "cus_1", "--around", "2024-06-03T14:21Z",
+      "--traces", "jaeger+http://reader:s3cret@[::1:bad"], "--traces", "Invalid IPv6 URL"),
+]
+
+
+@pytest.mark.parametrize(("args", "option", "value"), BAD_OPTIONS,
+                         ids=[" ".join(a[0:1] + a[-2:]) for a, _, _ in BAD_OPTIONS])
+def test_a_bad_option_value_is_one_usage_error_naming_it(
+        args: list[str], option: str, value: str, tmp_path: Path) -> None:
+    store = tmp_path / "store.sqlite3"
+    extra = ["--store", str(store)] if args[0] == "sweep" else []
+    # investigate: no Stripe key is needed to be told the command line is wrong
+    err = refused(twice(*args, *extra), option, value)
+    assert "s3cret" not in err
+    assert not store.exists()  # refused before the store was opened
+
+
+def test_the_tests_own_ids_are_unique() -> None:
+    ids = [" ".join(a[0:1] + a[-2:]) for a, _, _ in BAD_OPTIONS]
+    assert len(set(ids)) == len(ids)
+
+
+def test_a_sweep_of_more_chunks_than_it_takes_is_refused_before_reading(tmp_path: Path) -> None:
+    store = tmp_path / "store.sqlite3"
+    err = refused(twice("sweep", str(SAMPLE), "--since", "2025-01-01", "--until", "2025-03-01",
+                        "--chunk", "1s", "--store", str(store), "--no-progress"), "--chunk")
+    assert "5,097,600 chunks" in err
+    assert list_sweeps(open_store(str(store))) == []
 
 
 # --- files that are not files: refused up front, never read or waited on --------------------
