@@ -13,14 +13,19 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from twice.cli import main
+from twice.connectors import registry
 from twice.store import open_store
 from twice.store.sweeps import list_sweeps
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data" / "step_retry"
+CORPUS = ROOT / "tests" / "corpus"
+INT64_MAX = 2**63 - 1
 
 
 def twice(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -126,3 +131,91 @@ def test_a_fifo_in_a_folder_is_left_out_of_the_scan(tmp_path: Path) -> None:
     done = twice("analyze", str(folder), "--format", "json", timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["groups"][0]["duplicates"][0]["layer"] == "step_retry"
+
+
+# --- bad records inside files: a warning naming file and line, the rest analysed ------------
+
+def _spans_with_a_time_at_int64_max(folder: Path) -> int:
+    """The sample's spans with one export line's span starting at 2**63 - 1 ns (pandas' last
+    nanosecond): once an OverflowError in the engine, OutOfBoundsDatetime in a sweep."""
+    path = folder / "spans.jsonl"
+    lines = path.read_text().splitlines()
+    for n, line in enumerate(lines):
+        doc = json.loads(line)
+        span = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+        if span["name"] != "POST":  # a span the engine reads beside the attempts
+            span["startTimeUnixNano"] = str(INT64_MAX)
+            lines[n] = json.dumps(doc)
+            path.write_text("\n".join(lines) + "\n")
+            return n + 1
+    raise AssertionError("no span to change")
+
+
+@pytest.mark.parametrize("command", ["analyze", "sweep"])
+def test_a_span_time_past_2100_is_a_warning_naming_file_and_line(
+        command: str, tmp_path: Path) -> None:
+    folder = tmp_path / "incident"
+    shutil.copytree(SAMPLE, folder)
+    line = _spans_with_a_time_at_int64_max(folder)
+    extra = ["--store", str(tmp_path / "s.sqlite3"), "--no-progress"] if command == "sweep" \
+        else []
+    done = twice(command, str(folder), "--format", "json", *extra)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report: dict[str, Any] = json.loads(done.stdout)
+    warnings = [w for w in report["warnings"]
+                if w["source"] == f"{folder / 'spans.jsonl'}:{line}"]
+    assert warnings and "after 2100" in warnings[0]["detail"], report["warnings"]
+    if command == "analyze":
+        assert report["groups"][0]["duplicates"][0]["layer"] == "step_retry"
+    else:
+        assert report["totals"]["groups"] == 1
+
+
+def test_nan_in_a_json_document_is_named_by_its_line_and_the_rest_is_read(
+        tmp_path: Path) -> None:
+    events = tmp_path / "events.json"
+    text = (SAMPLE / "events.json").read_text()
+    at = text.index('"amount": ')  # the first event's amount, in a pretty-printed page
+    end = text.index(",", at)
+    events.write_text(text[:at] + '"amount": NaN' + text[end:])
+    line = text[:at].count("\n") + 1
+    done = twice("analyze", "--stripe-events", str(events), "--checkpoints",
+                 str(SAMPLE / "checkpoints.sqlite"), "--spans", str(SAMPLE / "spans.jsonl"),
+                 "--format", "json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert [w["source"] for w in report["warnings"]] == [f"{events}:{line}"]
+    assert "NaN" in report["warnings"][0]["detail"]
+    assert report["groups"][0]["duplicates"][0]["layer"] == "step_retry"
+
+
+# --- the hostile corpus, through the command line -----------------------------------------
+
+CORPUS_FILES = sorted(p for p in CORPUS.glob("*/*")
+                      if p.parent.name in registry.MODULES
+                      and not p.name.endswith(("-wal", "-shm")))
+
+
+def test_the_corpus_is_there() -> None:
+    assert len(CORPUS_FILES) >= 35
+
+
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_corpus_file_through_analyze(path: Path, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Every hostile file ends `twice analyze` with its report (exit 0, its bad records named
+    as warnings) or with one line naming it (exit 2): never a traceback."""
+    copy = tmp_path / path.name  # SQLite may leave -wal/-shm files beside what it opens
+    shutil.copyfile(path, copy)
+    flag = f"--{path.parent.name.replace('_', '-')}"
+    args = [flag, str(copy)] if path.parent.name != "timeline" else [str(copy)]
+    code = main(["analyze", *args, "--format", "json"])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    if code == 2:
+        assert err.startswith("twice: ") and str(copy) in err, err
+        return
+    assert code == 0, err
+    report = json.loads(out)
+    assert all(w["source"] and w["detail"] for w in report["warnings"])
+    assert all(str(copy) in w["source"] for w in report["warnings"]), report["warnings"]
