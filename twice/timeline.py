@@ -138,7 +138,10 @@ def make_timeline(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
         # times already in ns (checkpoints): the column-wise path, without a pass through
         # pandas' mixed-format date parsing for every column
         return from_columns(data, len(rows))
-    return coerce(pd.DataFrame(data))
+    # integer columns as objects: pandas would make ints beside a None float64, which rounds
+    # past 2**53 and cannot hold 2**63 - 1
+    return coerce(pd.DataFrame({name: pd.Series(values, dtype=object) if name in _INT_COLUMNS
+                                else values for name, values in data.items()}))
 
 
 def _int_or_none(values: list[Any]) -> bool:
@@ -190,11 +193,7 @@ def _column(values: Sequence[Any] | None, dtype: str, n: int) -> pd.Series:
     if dtype == INT:
         if (ints := _int_array(values)) is not None:
             return pd.Series(ints, index=index)
-        try:
-            return pd.Series(pd.array(list(values), dtype=pd.Int64Dtype()), index=index)
-        except (TypeError, ValueError, OverflowError):  # beyond int64: as `coerce` would
-            col = pd.Series(list(values), index=index, dtype=object)
-            return pd.to_numeric(col, errors="coerce").astype(_DTYPE_OBJECTS[INT])
+        return _whole_numbers(pd.Series(list(values), index=index, dtype=object))
     text = pd.StringDtype()
     if text.storage == "pyarrow":
         # pandas keeps strings in Arrow here: making the Arrow array straight from the list is
@@ -265,7 +264,7 @@ def coerce(df: pd.DataFrame) -> pd.DataFrame:
                 col = pd.to_datetime(col, utc=True, format="mixed")
             out[name] = col.astype(_DTYPE_OBJECTS[TIME])
         elif dtype == INT:
-            out[name] = pd.to_numeric(col, errors="coerce").astype(_DTYPE_OBJECTS[INT])
+            out[name] = _whole_numbers(col)
         else:
             out[name] = col.astype(object).where(col.notna(), None).astype(_DTYPE_OBJECTS[TEXT])
     if out["at_aligned"].isna().all():
@@ -273,6 +272,26 @@ def coerce(df: pd.DataFrame) -> pd.DataFrame:
     else:
         out["at_aligned"] = out["at_aligned"].fillna(out["at"])
     return out
+
+
+def _whole_numbers(col: pd.Series) -> pd.Series:
+    """An integer column as Int64. Values given as Python objects are converted exactly (every
+    int64, 2**63 - 1 included, with nulls beside it); one that is not a whole number within
+    int64 (2**64, 1.5, "x") becomes null."""
+    if col.dtype == object:
+        try:
+            return pd.Series(pd.array(col.tolist(), dtype=pd.Int64Dtype()), index=col.index)
+        except (TypeError, ValueError, OverflowError):
+            return pd.Series(pd.array([_whole(v) for v in col.tolist()], dtype=pd.Int64Dtype()),
+                             index=col.index)
+    return pd.to_numeric(col, errors="coerce").astype(_DTYPE_OBJECTS[INT])
+
+
+def _whole(value: Any) -> Any:
+    try:
+        return pd.array([value], dtype=pd.Int64Dtype())[0]
+    except (TypeError, ValueError, OverflowError):
+        return pd.NA
 
 
 def validate(df: pd.DataFrame) -> None:

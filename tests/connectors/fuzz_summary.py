@@ -1,9 +1,10 @@
 """The property every fuzzed connector must keep, and a count of how each case ended.
 
 `check(connector, run)` calls `run()` (which loads or parses one bad input) and accepts exactly two
-endings: a `LoadResult` whose timeline validates, whose warnings each name a source and a reason,
-and which `analyze()` takes without crashing; or one `SourceError` naming the source. Anything
-else propagates, so hypothesis shrinks it to a minimal failing input.
+endings: a `LoadResult` whose timeline validates, whose times lie in 1970-2100, whose warnings
+each name a source and a reason, and which `analyze()` takes without crashing; or one
+`SourceError` naming the source. Anything else propagates, so hypothesis shrinks it to a minimal
+failing input.
 
 Run as a script to fuzz every connector and print how the cases ended, per connector:
     python tests/connectors/fuzz_summary.py [more pytest args, e.g. --hypothesis-seed=1]
@@ -21,13 +22,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import pandas as pd
 from hypothesis import HealthCheck, settings
 
-from twice.connectors.base import LoadResult, SourceError
+from twice.connectors.base import LATEST, LoadResult, SourceError
 from twice.engine import analyze
 from twice.timeline import validate
 
 OUTCOMES = ("ok", "warnings", "source_error")
+EPOCH = pd.Timestamp(0, tz="UTC")
 _COUNTS: dict[str, Counter[str]] = {}
 _REPORT = os.environ.get("TWICE_FUZZ_REPORT")
 EXAMPLES = int(os.environ.get("TWICE_FUZZ_EXAMPLES", "0"))
@@ -60,6 +63,9 @@ def check(connector: str, run: Callable[[], LoadResult], *, source: str | None =
         return exc
     assert isinstance(result, LoadResult), type(result)
     validate(result.rows)
+    for column in ("at", "at_aligned", "end"):  # past 2100: garbage, and near 2262 an overflow
+        times = result.rows[column].dropna()
+        assert times.empty or (times.min() >= EPOCH and times.max() <= LATEST), column
     for warning in result.warnings:
         assert warning.source and warning.detail, warning
         if source is not None:

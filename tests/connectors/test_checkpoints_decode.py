@@ -24,6 +24,7 @@ from twice.connectors.checkpoints.decode import (
     datetime_ns,
     message_facts,
     outcome_of,
+    parse_ts,
     uuid6_bound,
     uuid6_time_ns,
 )
@@ -54,6 +55,15 @@ def test_uuid6_time_and_bounds_match_ids_langgraph_mints():
         assert later > uuid6_bound(datetime_ns(T), upper=True) > cid
     assert uuid6_time_ns("not-a-uuid") is None
     assert uuid6_time_ns("6fa459ea-ee8a-3ca4-894e-db77e160355e") is None  # version 3
+
+
+def test_times_outside_2000_to_2100_are_not_read() -> None:
+    """Near pandas' last nanosecond (2262) the engine's arithmetic on a time overflows."""
+    assert parse_ts(T.isoformat()) == datetime_ns(T)
+    for ts in ("2262-04-11T23:47:16.854775+00:00", "2200-01-01T00:00:00+00:00",
+               "1677-09-22T00:12:43.145225+00:00", "1999-12-31T23:59:59+00:00"):
+        assert parse_ts(ts) is None, ts
+    assert uuid6_time_ns(real_id_at(datetime(2200, 1, 1, tzinfo=UTC), 0)) is None
 
 
 @pytest.mark.parametrize(("status", "content", "outcome"), [

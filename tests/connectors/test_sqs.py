@@ -183,6 +183,18 @@ def test_bad_lines_are_warnings(tmp_path: Path, recorded: tuple[Path, dict[str, 
     assert "no receive time" in by_line[":4"]
 
 
+@pytest.mark.parametrize("count", ["9223372036854775807", "4294967296", "0", "-1"])
+def test_a_receive_count_that_is_no_count_is_named_and_left_empty(count: str) -> None:
+    message = {"MessageId": "m-1", "Body": "{}", "Attributes": {
+        "ApproximateReceiveCount": count, "SentTimestamp": "1767229200000"}}
+    bare = {"MessageId": "m-2", "Body": "{}", "Attributes": {"SentTimestamp": "1767229200000"}}
+    result = sqs.parse_sqs([("mem:1", message), ("mem:2", bare)], "mem")
+    validate(result.rows)
+    assert result.rows["delivery_count"].isna().all() and len(result.rows) == 2
+    (named,) = [w for w in result.warnings if w.source == "mem:1"]
+    assert count in named.detail and "left empty" in named.detail
+
+
 @pytest.mark.parametrize(("content", "reason"), [
     (b"", "file is empty"),
     (b"\x00\x01\x02\xff", "not JSON or JSON lines"),

@@ -327,6 +327,20 @@ def test_backend_from_url_names_the_accepted_forms(url: str) -> None:
         backend_from_url(url)
 
 
+@pytest.mark.parametrize(("url", "why"), [
+    ("jaeger+http://[::1:bad", "Invalid IPv6 URL"),
+    ("tempo+http://reader:s3cret@[::1/tempo", "Invalid IPv6 URL"),
+    ("jaeger+http://h:99999", "Port out of range"),
+    ("jaeger+http://h:port", "Port could not be cast"),
+])
+def test_a_malformed_url_is_named_with_why(url: str, why: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        backend_from_url(url)
+    message = str(caught.value)
+    assert why in message and "s3cret" not in message
+    assert url.replace("s3cret", "***") in message  # the source, named (password masked)
+
+
 def test_traceql_quotes_names_and_values() -> None:
     query = traceql("bill\"ing", {"gen_ai.conversation.id": "t-7", "x-request-id": 'a"b\\c'})
     assert query == ('{ .gen_ai.conversation.id = "t-7" && ."x-request-id" = "a\\"b\\\\c" '

@@ -37,3 +37,15 @@ def test_schema_mistakes_are_refused() -> None:
         from_columns({"at": [T0], "source": ["x"], "kind": ["tool_span"], "colour": ["red"]}, 1)
     with pytest.raises(SchemaError, match="without 2 values"):
         from_columns({"at": [T0, T0], "source": ["x"], "kind": ["tool_span"] * 2}, 2)
+
+
+def test_integers_beside_nulls_are_kept_exactly() -> None:
+    """An int64 beside a null once went through float64: 2**53 + 1 was rounded and 2**63 - 1
+    raised TypeError (an SQS receive count, found by the connectors' fuzz tests)."""
+    at = pd.Timestamp("2025-03-04T10:00:00Z")
+    values = [2**63 - 1, None, 2**53 + 1, -(2**63), 2**64, 1.5, "7"]
+    rows = make_timeline([{"at": at, "source": "sqs", "kind": "queue_receive",
+                           "delivery_count": v} for v in values])
+    assert rows["delivery_count"].tolist() == [2**63 - 1, pd.NA, 2**53 + 1, -(2**63), pd.NA,
+                                               pd.NA, 7]
+    validate(rows)

@@ -29,9 +29,9 @@ from twice.report import to_contract
 @format_option
 @engine_options
 @bad_input_ends_the_command()
-def analyze_command(paths: Sequence[str], request_log_map: str | None,
-                    tool_attribute: str | None, fmt: str, provider: str, bands: str,
-                    window: str, **flags: Sequence[str]) -> int:
+def analyze_command(paths: Sequence[str], request_log_map: dict[str, str] | None,
+                    tool_attribute: str | None, fmt: str, provider: str,
+                    bands: tuple[float, float], window: float, **flags: Sequence[str]) -> int:
     """Analyse exported evidence of an incident: folders or files (twice recognises the
     formats it reads), or --<source> flags."""
     options = engine(provider, bands, window)

@@ -7,21 +7,42 @@ import os
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import click
+import pandas as pd
 
 from twice.cli.analyze import emit
 from twice.cli.options import (
     EXIT_BAD_INPUT,
     EXIT_OK,
+    Duration,
+    UtcTime,
     bad_input_ends_the_command,
-    duration,
     format_option,
-    utc_time,
 )
 from twice.cli.text import shown
 from twice.connectors.base import SourceError
 from twice.engine import analyze
+
+# Stripe's Events API keeps 30 days: a longer window finds nothing more
+MAX_WINDOW_S = 31 * 86400.0
+
+
+class TraceBackendUrl(click.ParamType):
+    """`--traces`: a Jaeger or Tempo query URL, checked before anything is fetched."""
+
+    name = "url"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> str:
+        from twice.connectors.live.traces import parse_url
+
+        try:
+            parse_url(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        return str(value)
 
 
 @click.command("investigate", short_help="pull the evidence live for a customer, payment "
@@ -29,24 +50,25 @@ from twice.engine import analyze
 @click.option("--customer", metavar="cus_...")
 @click.option("--payment-intent", metavar="pi_...")
 @click.option("--charge", metavar="ch_...")
-@click.option("--around", required=True, metavar="TIME",
+@click.option("--around", type=UtcTime("2024-06-03T14:21Z"), required=True, metavar="TIME",
               help="when it happened, ISO-8601 (UTC if no zone), e.g. 2024-06-03T14:21Z")
-@click.option("--window", default="2h",
-              help="how much time around --around to search (default 2h: 1h either side)")
+@click.option("--window", type=Duration(1, MAX_WINDOW_S), default="2h",
+              help="how much time around --around to search (default 2h: 1h either side; "
+                   "at most 31d)")
 @click.option("--stripe-key-env", default="STRIPE_API_KEY", metavar="NAME",
               help="environment variable holding a Stripe key (a restricted key with read "
                    "access to Events is enough); default STRIPE_API_KEY")
 @click.option("--stripe-base-url", default=None, hidden=True)
 @click.option("--checkpoints", default=None, metavar="DSN",
               help="LangGraph checkpoints: a postgresql:// DSN (read-only) or a SqliteSaver file")
-@click.option("--traces", default=None, metavar="URL",
+@click.option("--traces", type=TraceBackendUrl(), default=None, metavar="URL",
               help="trace backend: jaeger+http://host:16686 or tempo+http://host:3200")
 @click.option("--out", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="save what was fetched as an incident folder `twice analyze` reads")
 @format_option
 @bad_input_ends_the_command()
 def investigate_command(customer: str | None, payment_intent: str | None, charge: str | None,
-                        around: str, window: str, stripe_key_env: str,
+                        around: pd.Timestamp, window: float, stripe_key_env: str,
                         stripe_base_url: str | None, checkpoints: str | None,
                         traces: str | None, out: Path | None, fmt: str) -> int:
     """Pull the evidence live: provider events for a customer, payment intent or charge, the
@@ -61,16 +83,8 @@ def investigate_command(customer: str | None, payment_intent: str | None, charge
         raise SourceError("command line", f"environment variable {stripe_key_env} holds "
                                           "no Stripe key (set it, or name another with "
                                           "--stripe-key-env)")
-    try:
-        when = utc_time(around, "--around")
-        span = duration(window)
-    except (SourceError, ValueError):
-        raise SourceError("command line", "--around takes an ISO-8601 time like "
-                                          "2024-06-03T14:21Z and --window a duration like "
-                                          "2h") from None
-    assert when is not None
-    req = Request(subject=subjects[0], around=when.to_pydatetime(),
-                  window=timedelta(seconds=span), stripe_key=key,
+    req = Request(subject=subjects[0], around=around.to_pydatetime(),
+                  window=timedelta(seconds=window), stripe_key=key,
                   stripe_base_url=stripe_base_url, checkpoints=checkpoints, traces=traces)
     result = investigate(req, progress=lambda msg: print(shown(msg), file=sys.stderr))
     if out is not None:

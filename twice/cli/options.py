@@ -8,6 +8,7 @@ Each option is declared once here; a command takes the ones it needs as decorato
 from __future__ import annotations
 
 import functools
+import math
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -19,7 +20,8 @@ import pandas as pd
 
 from twice.cli.text import shown
 from twice.connectors import registry
-from twice.connectors.base import SourceError, UnknownConnectorError, redact
+from twice.connectors.base import EARLIEST, LATEST, SourceError, UnknownConnectorError, redact
+from twice.connectors.jsonfile import require_regular_file
 from twice.connectors.provider import request_log
 from twice.engine import Options
 from twice.formats import utc
@@ -60,7 +62,7 @@ def evidence_options(fn: F) -> F:
     return _stack(
         click.argument("paths", nargs=-1),
         *flags,
-        click.option("--request-log-map", default=None, metavar="MAP",
+        click.option("--request-log-map", type=RequestLogMap(), default=None, metavar="MAP",
                      help="column mapping for --request-log, e.g. 'request_id=Request ID,"
                           "created=Date,idempotency_key=Idempotency key'"),
         click.option("--tool-attribute", default=None, metavar="ATTR",
@@ -73,12 +75,12 @@ def engine_options(fn: F) -> F:
     return _stack(
         click.option("--provider", type=click.Choice(sorted(KEY_RETENTION)), default="stripe",
                      help="whose idempotency-key retention bounds the bands (default stripe)"),
-        click.option("--bands", default="10s,2m", metavar="SECONDS,TENS",
+        click.option("--bands", type=BandEdges(), default="10s,2m", metavar="SECONDS,TENS",
                      help="upper edges of the seconds and tens-of-seconds bands "
                           "(default 10s,2m)"),
-        click.option("--window", default="15m",
+        click.option("--window", type=Duration(0, MAX_WINDOW_S), default="15m",
                      help="same customer + amount inside this window is one logical call when "
-                          "nothing else links the attempts (default 15m)"),
+                          "nothing else links the attempts (default 15m, at most 1d)"),
     )(fn)
 
 
@@ -104,7 +106,8 @@ def bad_input_ends_the_command(prefix: str = "twice",
 
 
 def duration(text: str) -> float:
-    """Seconds in `10s`, `2m`, `1h`, `1d` or a bare number of seconds; ValueError otherwise."""
+    """Seconds in `10s`, `2m`, `1h`, `1d` or a bare number of seconds; ValueError otherwise
+    (NaN and infinities parse: `Duration` refuses them)."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     text = text.strip().lower()
     if text and text[-1] in units:
@@ -112,31 +115,122 @@ def duration(text: str) -> float:
     return float(text)
 
 
-def engine(provider: str, bands: str, window: str) -> Options:
-    try:
-        seconds, tens = (duration(x) for x in bands.split(","))
-        window_s = duration(window)
-    except ValueError:
-        raise SourceError("command line", "--bands takes two durations like 10s,2m and "
-                                          "--window one like 15m") from None
-    return Options(bands=Bands(seconds=seconds, tens_of_seconds=tens,
-                               retention=KEY_RETENTION[provider]), window_s=window_s)
+def spoken(seconds: float) -> str:
+    """A duration the way the options take it: 1d, 2h, 15m, 10s, 0.5s."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
 
 
-def utc_time(text: str | None, flag: str, example: str = "2025-03-01T00:00Z"
-             ) -> pd.Timestamp | None:
-    """An ISO-8601 time (UTC if it names no zone), or None when not given."""
-    if text is None:
-        return None
-    try:
-        return utc(text)
-    except ValueError:
-        raise SourceError("command line", f"{flag} takes an ISO-8601 time like "
-                                          f"{example}") from None
+# The same customer + amount joined by time alone: past a day that joins separate purchases.
+MAX_WINDOW_S = 86400.0
+
+
+class Duration(click.ParamType):
+    """A finite duration between `minimum` and `maximum` seconds; anything else is click's usage
+    error (exit 2) naming the option. Every duration option of every command is one of these."""
+
+    name = "duration"
+
+    def __init__(self, minimum: float, maximum: float, *, positive: bool = False) -> None:
+        self.minimum, self.maximum, self.positive = minimum, maximum, positive
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> float:
+        if isinstance(value, float):
+            return value  # converted already
+        try:
+            seconds = duration(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not a duration like 10s, 2m, 1h or 1d", param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a finite duration", param, ctx)
+        if self.positive and seconds <= 0:
+            self.fail(f"{value!r} must be longer than zero", param, ctx)
+        if not self.minimum <= seconds <= self.maximum:
+            self.fail(f"{value!r} is outside {spoken(self.minimum)}..{spoken(self.maximum)}",
+                      param, ctx)
+        return seconds
+
+
+class BandEdges(click.ParamType):
+    """`--bands`: the upper edges of the seconds and tens-of-seconds bands, two finite positive
+    durations, the first below the second (the provider's key retention bounds them both:
+    `engine` checks that, as it depends on --provider)."""
+
+    name = "bands"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> tuple[float, float]:
+        if isinstance(value, tuple):
+            return value  # converted already
+        parts = str(value).split(",")
+        if len(parts) != 2:
+            self.fail(f"{value!r} is not two durations like 10s,2m", param, ctx)
+        edge = Duration(0, math.inf, positive=True)
+        seconds, tens = (edge.convert(p, param, ctx) for p in parts)
+        if not seconds < tens:
+            self.fail(f"{value!r}: the seconds edge must be below the tens-of-seconds edge, "
+                      "e.g. 10s,2m", param, ctx)
+        return seconds, tens
+
+
+class RequestLogMap(click.ParamType):
+    """`--request-log-map 'request_id=Request ID,created=Date'` as a {field: column} mapping."""
+
+    name = "map"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> dict[str, str]:
+        if isinstance(value, dict):
+            return value  # converted already
+        try:
+            return request_log.parse_mapping(str(value))
+        except ValueError as exc:
+            self.fail(f"{exc} (expected field=column pairs, e.g. 'request_id=Request ID,"
+                      "created=Date')", param, ctx)
+
+
+class UtcTime(click.ParamType):
+    """An ISO-8601 time (UTC if it names no zone) between 2000 and 2100, the years evidence
+    times are read in (twice.connectors.base.EARLIEST/LATEST)."""
+
+    name = "time"
+
+    def __init__(self, example: str = "2025-03-01T00:00Z") -> None:
+        self.example = example
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> pd.Timestamp:
+        if isinstance(value, pd.Timestamp):
+            return value  # converted already
+        try:
+            at = utc(str(value).strip())
+        except (ValueError, TypeError, OverflowError, AttributeError):  # AttributeError: NaT
+            at = None
+        if at is None or pd.isna(at):
+            self.fail(f"{value!r} is not an ISO-8601 time like {self.example}", param, ctx)
+        if not EARLIEST <= at <= LATEST:
+            self.fail(f"{value!r} is outside {EARLIEST.year}..{LATEST.year}", param, ctx)
+        return at
+
+
+def engine(provider: str, bands: tuple[float, float], window_s: float) -> Options:
+    """The engine's options; band edges at or past the provider's key retention are refused
+    (a gap past the retention must land in the beyond-retention band)."""
+    seconds, tens = bands
+    retention = KEY_RETENTION[provider]
+    if tens >= retention:
+        raise click.BadParameter(
+            f"the tens-of-seconds edge {spoken(tens)} must be below {provider}'s key retention "
+            f"({spoken(retention)})", param_hint="'--bands'")
+    return Options(bands=Bands(seconds=seconds, tens_of_seconds=tens, retention=retention),
+                   window_s=window_s)
 
 
 def evidence(paths: Sequence[str], flags: dict[str, Sequence[str]],
-             request_log_map: str | None, tool_attribute: str | None
+             request_log_map: dict[str, str] | None, tool_attribute: str | None
              ) -> tuple[list[Source], list[str]]:
     """(connector, target, options) for everything given, and notes on files skipped."""
     notes: list[str] = []
@@ -144,7 +238,7 @@ def evidence(paths: Sequence[str], flags: dict[str, Sequence[str]],
 
     def options(name: str) -> dict[str, Any]:
         if name == "request_log" and request_log_map:
-            return {"mapping": request_log.parse_mapping(request_log_map)}
+            return {"mapping": request_log_map}
         if name == "spans" and tool_attribute:
             return {"tool_attribute": tool_attribute}
         return {}
@@ -170,6 +264,7 @@ def evidence(paths: Sequence[str], flags: dict[str, Sequence[str]],
                                              "to say what it is)")
             out.append((detected, path, options(detected)))
         else:
+            require_regular_file(path)  # a device or FIFO is named as one
             raise SourceError(redact(str(path)), "no such file or folder")
     if not out:
         raise SourceError("command line", "no evidence given: pass a folder, files or --<source>")

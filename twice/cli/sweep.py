@@ -7,21 +7,22 @@ from collections.abc import Sequence
 
 import click
 import orjson
+import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from twice.cli.options import (
     EXIT_OK,
+    Duration,
     Source,
+    UtcTime,
     bad_input_ends_the_command,
-    duration,
     engine,
     engine_options,
     evidence,
     evidence_options,
     format_option,
-    utc_time,
 )
 from twice.cli.text import plain, shown
 from twice.connectors.base import SourceError
@@ -29,17 +30,21 @@ from twice.formats import money
 from twice.store import Store, open_store
 from twice.store.sweeps import SweepGroup, SweepRecord, get_sweep, list_sweeps, sweep_groups
 from twice.sweep.report import document, group_link, listing, totals
-from twice.sweep.run import options_from, run_sweep
+from twice.sweep.run import MAX_CHUNK_S, MAX_OVERLAP_S, MIN_CHUNK_S, options_from, run_sweep
 
 
 @click.command("sweep", short_help="every duplicate in a month of evidence, chunked, stored "
                "and resumable: `twice sweep DIR --chunk 1d`, `twice sweep --list`")
 @evidence_options
-@click.option("--since", default=None, metavar="TIME", help="ISO-8601 (UTC if no zone)")
-@click.option("--until", default=None, metavar="TIME", help="ISO-8601, exclusive")
-@click.option("--chunk", default="1d", help="time per chunk (default 1d)")
-@click.option("--overlap", default="2h", help="evidence read on each side of a chunk "
-              "(default 2h; fingerprint-linked repeats are followed however far)")
+@click.option("--since", type=UtcTime(), default=None, metavar="TIME",
+              help="ISO-8601 (UTC if no zone)")
+@click.option("--until", type=UtcTime(), default=None, metavar="TIME",
+              help="ISO-8601, exclusive")
+@click.option("--chunk", type=Duration(MIN_CHUNK_S, MAX_CHUNK_S), default="1d",
+              help="time per chunk (default 1d; 1s to 3660d)")
+@click.option("--overlap", type=Duration(0, MAX_OVERLAP_S), default="2h",
+              help="evidence read on each side of a chunk (default 2h, at most 31d; "
+                   "fingerprint-linked repeats are followed however far)")
 @click.option("--resume", default=None, metavar="SWEEP_ID",
               help="finish a sweep (rerunning the same command does the same)")
 @click.option("--list", "list_sweeps_", is_flag=True, help="list the stored sweeps")
@@ -52,26 +57,21 @@ from twice.sweep.run import options_from, run_sweep
 @click.option("--no-progress", is_flag=True, help="no progress bar on stderr")
 @engine_options
 @bad_input_ends_the_command()
-def sweep_command(paths: Sequence[str], request_log_map: str | None,
-                  tool_attribute: str | None, since: str | None, until: str | None,
-                  chunk: str, overlap: str, resume: str | None, list_sweeps_: bool,
-                  show: str | None, store: str | None, base_url: str, fmt: str,
-                  no_progress: bool, provider: str, bands: str, window: str,
-                  **flags: Sequence[str]) -> int:
+def sweep_command(paths: Sequence[str], request_log_map: dict[str, str] | None,
+                  tool_attribute: str | None, since: pd.Timestamp | None,
+                  until: pd.Timestamp | None, chunk: float, overlap: float, resume: str | None,
+                  list_sweeps_: bool, show: str | None, store: str | None, base_url: str,
+                  fmt: str, no_progress: bool, provider: str, bands: tuple[float, float],
+                  window: float, **flags: Sequence[str]) -> int:
     """Every duplicate group in the sources (a month of exports, several folders), chunk by
     chunk, stored and resumable: `twice sweep DIR --chunk 1d`, `twice sweep --list`."""
+    options = engine(provider, bands, window)  # a bad option: refused before the store opens
     opened = open_store(store)
     if list_sweeps_:
         return _list(opened, fmt)
     if show:
         return _emit(opened, show, fmt, base_url)
-    options = engine(provider, bands, window)
-    try:
-        chunk_s, overlap_s = duration(chunk), duration(overlap)
-    except ValueError:
-        raise SourceError("command line", "--chunk and --overlap take a duration like 1d or "
-                                          "2h") from None
-    since_at, until_at = utc_time(since, "--since"), utc_time(until, "--until")
+    chunk_s, overlap_s, since_at, until_at = chunk, overlap, since, until
     sources: Sequence[Source]
     if resume and not (paths or any(flags.values())):
         record = get_sweep(opened, resume)

@@ -11,20 +11,17 @@ import base64
 import binascii
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any, TypeGuard
 
 import pandas as pd
 
-from twice.connectors.base import INT64_MAX, fits_int64
+from twice.connectors.base import EARLIEST, INT64_MAX, LATEST, fits_int64
 
 # Metadata keys teams stamp on provider objects to tie an effect to the agent's call.
 THREAD_KEYS = ("thread_id", "langgraph_thread_id", "agent_thread_id")
 TOOL_CALL_KEYS = ("tool_call_id",)
 
-# Times outside this window are unit mistakes (ms read as s) or garbage, not real events.
-EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
-LATEST = datetime(2100, 1, 1, tzinfo=UTC)
+# Times outside EARLIEST..LATEST (2000-2100, from base) are unit mistakes or garbage.
 
 DETAIL_MAX = 200
 _EARLIEST_S, _LATEST_S = EARLIEST.timestamp(), LATEST.timestamp()

@@ -11,6 +11,7 @@ goes through `redact` (twice.connectors.redaction): no credential in an error or
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -19,11 +20,16 @@ import pandas as pd
 from twice.connectors.redaction import credentials, redact
 from twice.timeline import SourceWarning, empty_timeline
 
-__all__ = ["INT64_MAX", "INT64_MIN", "Connector", "LoadResult", "SourceError", "SourceWarning",
-           "UnknownConnectorError", "credentials", "fits_int64", "redact"]
+__all__ = ["EARLIEST", "INT64_MAX", "INT64_MIN", "LATEST", "Connector", "LoadResult",
+           "SourceError", "SourceWarning", "UnknownConnectorError", "credentials", "fits_int64",
+           "redact"]
 
 # The timeline's integer columns are Int64: a value beyond them is a bad record, not a row.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Times outside this window are unit mistakes (ms read as s) or garbage, not real events (and
+# near the edges of what pandas holds, 1677-2262, the engine's arithmetic on them overflows).
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+LATEST = datetime(2100, 1, 1, tzinfo=UTC)
 
 
 @dataclass

@@ -1,6 +1,8 @@
 """Reading JSON evidence files: one JSON document, or JSON lines; bad lines become warnings.
 
 Limits, so that a huge or junk file answers quickly with bounded memory:
+- only regular files are read (`require_regular_file`): a device such as /dev/zero never ends
+  and a FIFO waits for a writer, so neither has a size to check up front; both are refused.
 - `MAX_FILE_BYTES` (1 GiB): evidence files are read whole; a bigger file is one SourceError
   saying so (cut it to the incident's window first). Span files stream (`spans_read`).
 - `MAX_DOCUMENT_BYTES` (256 MiB): only a file up to this size is tried as one JSON document;
@@ -8,10 +10,18 @@ Limits, so that a huge or junk file answers quickly with bounded memory:
 - `MAX_LINE_BYTES` (256 MiB): a longer line is skipped with a warning, never parsed.
 - `MAX_BAD_LEAD` (1000): a file whose first 1000 non-blank lines all fail to parse is not JSON
   lines: one SourceError, not millions of warnings.
+
+JSON has no NaN or Infinity, but JavaScript and Python's json module write them. Such a value is
+read as null with a warning naming its line (`loads_lenient`), as any other unreadable field is
+left empty: the record keeps what it has, and its connector skips it when the field was one it
+cannot do without.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,11 +35,36 @@ MAX_FILE_BYTES = 2**30
 MAX_DOCUMENT_BYTES = 256 * 2**20
 MAX_LINE_BYTES = 256 * 2**20
 MAX_BAD_LEAD = 1000
+MAX_NON_FINITE = 100  # NaN / Infinity read as null in one document; past this it is refused
+# a JSON string (skipped whole, so a "NaN" inside one is text), or a bare NaN / Infinity token
+_NON_FINITE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|(?<![\w.+-])(-?Infinity|NaN)(?![\w.])')
+_SECOND_DOCUMENT = re.compile(r"after document|trailing", re.I)  # orjson's words for it
+
+
+_NOT_REGULAR = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def require_regular_file(path: str | Path) -> None:
+    """SourceError when `path` exists and is neither a regular file nor a folder (a missing
+    file or a folder passes: the reader says so). Checked before opening: opening a FIFO
+    blocks until something writes to it."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return
+    for test, what in _NOT_REGULAR:
+        if test(mode):
+            raise SourceError(str(path), f"is {what}, not a regular file: twice reads evidence "
+                                         "from files (save the stream to a file first)")
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise SourceError(str(path), "is not a regular file")
 
 
 def check_size(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> None:
-    """SourceError when the file is bigger than twice reads (a missing file passes: the reader
-    says so)."""
+    """SourceError when the file is not a regular file or is bigger than twice reads (a missing
+    file passes: the reader says so)."""
+    require_regular_file(path)
     try:
         size = Path(path).stat().st_size
     except OSError:
@@ -75,12 +110,14 @@ def json_documents(
     if not raw.strip():
         raise SourceError(name, "file is empty")
     bad_utf8 = False
-    try:
-        if len(raw) <= MAX_DOCUMENT_BYTES:
-            yield name, orjson.loads(raw)
+    if len(raw) <= MAX_DOCUMENT_BYTES:
+        try:
+            value = loads_lenient(raw, name, warnings)
+        except orjson.JSONDecodeError as exc:
+            bad_utf8 = "utf-8" in str(exc).lower()
+        else:
+            yield name, value
             return
-    except orjson.JSONDecodeError as exc:
-        bad_utf8 = "utf-8" in str(exc).lower()
     # one document with invalid UTF-8 bytes: keep it, with the bytes replaced
     repaired = raw.decode("utf-8", errors="replace").encode() if bad_utf8 else raw
     if repaired != raw:
@@ -122,7 +159,7 @@ def parse_lines(name: str, numbered: Iterable[tuple[int, bytes | None]],
             pass
         else:
             try:
-                value = orjson.loads(text)
+                value = loads_lenient(text, name, warnings, line=n)
             except orjson.JSONDecodeError as exc:
                 bad += 1
                 warnings.append(SourceWarning(f"{name}:{n}", f"not valid JSON ({exc}); skipped"))
@@ -135,6 +172,50 @@ def parse_lines(name: str, numbered: Iterable[tuple[int, bytes | None]],
         value = None  # not held while the next line is read
     if good == 0:
         raise SourceError(name, f"not JSON or JSON lines ({bad} unreadable lines)")
+
+
+def loads_lenient(raw: bytes, name: str, warnings: list[SourceWarning], *, line: int = 1
+                  ) -> Any:
+    """`orjson.loads(raw)`, where a bare NaN, Infinity or -Infinity is read as null with a
+    warning "name:LINE" naming where it was (`line`: the line `raw` starts on). Raises
+    orjson.JSONDecodeError when `raw` is not JSON for another reason (then nothing is added to
+    `warnings`)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if (b"NaN" not in raw and b"Infinity" not in raw) or _SECOND_DOCUMENT.search(exc.msg):
+            raise  # (JSON lines read whole: each line is read on its own next)
+        repaired = _non_finite_as_null(raw, name, line)
+        if repaired is None:
+            raise
+        try:
+            value = orjson.loads(repaired[0])
+        except orjson.JSONDecodeError:
+            raise exc from None  # the first error: its position is in the text as given
+    warnings.extend(repaired[1])
+    return value
+
+
+def _non_finite_as_null(raw: bytes, name: str, line: int
+                        ) -> tuple[bytes, list[SourceWarning]] | None:
+    found = [m for m in _NON_FINITE.finditer(raw) if m.group(1)]
+    if not found or len(found) > MAX_NON_FINITE:
+        return None
+    parts: list[bytes] = []
+    notes: list[SourceWarning] = []
+    start = counted = 0
+    for m in found:
+        at = m.start(1)
+        parts += [raw[start:at], b"null"]
+        start = m.end(1)
+        line += raw.count(b"\n", counted, at)
+        counted = at
+        column = at - raw.rfind(b"\n", 0, at)
+        notes.append(SourceWarning(f"{name}:{line}", f"{m.group(1).decode()} at column {column} "
+                                   "is not a JSON value (JSON has no NaN or Infinity); read as "
+                                   "null"))
+    parts.append(raw[start:])
+    return b"".join(parts), notes
 
 
 def lines(raw: bytes, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes | None]]:

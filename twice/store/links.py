@@ -4,10 +4,17 @@ The web app reads it; the sweep and the command line write it (the links they pr
 Reading is tolerant (a link edited by hand, or from an older version, opens the nearest valid
 view instead of failing); writing emits only what differs from the defaults. A ViewState holds
 ids, a tab, a time window and a clock choice: nothing secret can end up in a link.
+
+A group or duplicate key holds ids from the evidence (request ids, tool call ids), which may be
+any text. One made of `[A-Za-z0-9_:.#-]`, at most 128 characters, is written as it is (so links
+stay readable, and links written before keep opening); any other is written as `~` and the
+base64url of its UTF-8 (`~` is not in that set, so the two forms never meet).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -21,6 +28,8 @@ from twice.formats import iso, utc
 TABS = ("incidents", "timeline", "gaps", "verdict", "notes", "export")
 CLOCKS = ("aligned", "raw")
 ID_PATTERN = re.compile(r"[A-Za-z0-9_:.#-]{1,128}")
+ENCODED = "~"  # marks an id written as base64url (ids outside ID_PATTERN)
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]+")
 # ISO-8601 only: pandas would also accept words like "now", which a link must not mean.
 _ISO_TIME = re.compile(
     r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?(Z|[+-]\d{2}(:?\d{2})?)?", re.ASCII)
@@ -74,7 +83,34 @@ def _one(params: Mapping[str, str | list[str]], name: str) -> str | None:
 
 
 def _id(value: str | None) -> str | None:
+    """An investigation id: always plain (twice makes them)."""
     return value if value is not None and ID_PATTERN.fullmatch(value) else None
+
+
+def encode_id(value: str) -> str:
+    """An id as a link writes it: as it is when it fits ID_PATTERN, else `~` + base64url."""
+    if ID_PATTERN.fullmatch(value):
+        return value
+    raw = value.encode("utf-8", errors="surrogatepass")
+    return ENCODED + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_id(value: str | None) -> str | None:
+    """The id a link's parameter names, plain or encoded; None when it is neither."""
+    if value is None:
+        return None
+    if not value.startswith(ENCODED):
+        return _id(value)
+    body = value[len(ENCODED):]
+    if not _BASE64URL.fullmatch(body):
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        text = raw.decode("utf-8", errors="surrogatepass")
+    except (binascii.Error, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
+    # one text, one link: a plain-able id written encoded (by hand) is not another form of it
+    return text if text and encode_id(text) == value else None
 
 
 def _time(value: str | None) -> pd.Timestamp | None:
@@ -98,8 +134,8 @@ def from_query(params: Mapping[str, str | list[str]]) -> ViewState:
         t0 = t1 = None  # half a window, or a reversed one, is no window
     return ViewState(
         inv=_id(_one(params, "inv")),
-        group=_id(_one(params, "group")),
-        dup=_id(_one(params, "dup")),
+        group=decode_id(_one(params, "group")),
+        dup=decode_id(_one(params, "dup")),
         tab=tab if tab in TABS else "incidents",
         t0=t0,
         t1=t1,
@@ -115,7 +151,12 @@ def to_query(state: ViewState) -> dict[str, str]:
         value = getattr(state, f.name)
         if value is None or value == getattr(default, f.name):
             continue
-        out[f.name] = iso(value) if isinstance(value, pd.Timestamp) else str(value)
+        if isinstance(value, pd.Timestamp):
+            out[f.name] = iso(value)
+        elif f.name in ("group", "dup"):
+            out[f.name] = encode_id(value)
+        else:
+            out[f.name] = str(value)
     return out
 
 

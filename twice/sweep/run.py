@@ -69,6 +69,13 @@ Progress = Callable[[int, int, int], None]  # chunks done, chunks total, groups 
 
 DEFAULT_CHUNK_S = 86400.0
 DEFAULT_OVERLAP_S = 2 * 3600.0
+# What a sweep accepts: a chunk of a second is already finer than any layer's timing needs; a
+# plan of more chunks than MAX_CHUNKS is a mistake in --chunk (each chunk is a stored mark and
+# a step of the progress bar), refused before anything is saved.
+MIN_CHUNK_S = 1.0
+MAX_CHUNK_S = 3660 * 86400.0
+MAX_OVERLAP_S = 31 * 86400.0
+MAX_CHUNKS = 100_000
 # rows in one engine run (a batch of chunks with its overlap): the engine's cost is mostly per
 # call below this, so small batches pay it again and again; above it, memory grows for nothing
 MAX_BATCH_ROWS = 50_000
@@ -273,9 +280,15 @@ def run_sweep(store: Store, sources: Sequence[Source], *, since: Any = None, unt
               sweep_id: str | None = None, progress: Progress | None = None,
               stats: dict[str, int] | None = None) -> SweepResult:
     opts = options or Options()
-    if chunk_s <= 0 or overlap_s < opts.window_s:
-        raise SourceError("command line", "--chunk must be positive and --overlap at least "
-                          "--window (attempts linked only by time must fit in the overlap)")
+    if not MIN_CHUNK_S <= chunk_s <= MAX_CHUNK_S:  # also false for NaN
+        raise SourceError("command line", f"--chunk must be between {MIN_CHUNK_S:g} s and "
+                          f"{MAX_CHUNK_S / 86400:g} days")
+    if not opts.window_s <= overlap_s <= MAX_OVERLAP_S:
+        raise SourceError("command line", "a sweep needs --overlap at least --window "
+                          "(attempts linked only by time must fit in the overlap) and at most "
+                          f"{MAX_OVERLAP_S / 86400:g} days")
+    if since is not None and until is not None:  # refused before anything is read
+        _check_chunk_count(utc(since), utc(until), chunk_s)
     computed = sweep_id_for(sources, since, until, chunk_s, overlap_s, opts)
     if sweep_id is not None and sweep_id != computed:
         raise SourceError("command line", f"sweep {sweep_id} was not made from these sources "
@@ -289,6 +302,7 @@ def run_sweep(store: Store, sources: Sequence[Source], *, since: Any = None, unt
                     overlap_s=overlap_s)
     else:
         plan = plan_for(timeline["at"], since, until, chunk_s, overlap_s)
+        _check_chunk_count(plan.since, plan.until, chunk_s)
     params = {"sources": [[n, redact(str(t)), o] for n, t, o in sources],
               "since": plan.since.isoformat(), "until": plan.until.isoformat(),
               # what was asked (None: from the data), so `--resume ID` recomputes the same id
@@ -321,6 +335,15 @@ def run_sweep(store: Store, sources: Sequence[Source], *, since: Any = None, unt
     assert record is not None
     return SweepResult(record=record, resumed=existing is not None,
                        chunks_skipped=0 if existing is None else existing.chunks_done)
+
+
+def _check_chunk_count(since: pd.Timestamp, until: pd.Timestamp, chunk_s: float) -> None:
+    span = (until - since).total_seconds()
+    chunks = int(np.ceil(span / chunk_s))
+    if chunks > MAX_CHUNKS:
+        raise SourceError("command line", f"--chunk {chunk_s:g}s cuts {since.isoformat()} .. "
+                          f"{until.isoformat()} into {chunks:,} chunks; a sweep takes at most "
+                          f"{MAX_CHUNKS:,}: choose a longer --chunk")
 
 
 def options_from(params: dict[str, Any]) -> Options:

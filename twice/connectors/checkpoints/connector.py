@@ -176,7 +176,8 @@ class _Parser:
         at = ts_ns if ts_ns is not None else id_ns
         if at is None:
             self.warnings.append(SourceWarning(
-                origin, "checkpoint has no readable `ts` and its id is not a UUIDv6; skipped"))
+                origin, "checkpoint has no readable `ts` and its id is not a UUIDv6 (times "
+                        "outside 2000-2100 are not read); skipped"))
             return
         if ts_ns is not None and id_ns is not None and abs(ts_ns - id_ns) > _TS_TOLERANCE_NS:
             self.ts_mismatch.append(origin)

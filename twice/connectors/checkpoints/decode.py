@@ -23,14 +23,15 @@ from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from twice.connectors.base import SourceWarning
+from twice.connectors.base import EARLIEST, LATEST, SourceWarning
 
 # Serialisation types JsonPlusSerializer.loads_typed understands without pickle.
 _SAFE_TYPES = frozenset({"msgpack", "json", "null", "bytes", "bytearray"})
 _EMPTY_TYPES = frozenset({"empty"})  # PostgresSaver's marker for a channel without a value
 
-# Times a timeline can hold (pandas datetime64[ns], 1677-2262).
-_MIN_NS, _MAX_NS = -(2**63) + 1, 2**63 - 1
+# Times outside 2000-2100 (_parsing.EARLIEST/LATEST) are garbage, not checkpoints; near the
+# edges of what pandas holds (1677-2262) the engine's arithmetic on them would overflow.
+_MIN_NS, _MAX_NS = int(EARLIEST.timestamp()) * 10**9, int(LATEST.timestamp()) * 10**9
 # 100 ns intervals between the Gregorian epoch (UUID time zero) and the Unix epoch.
 _UUID_EPOCH_OFFSET = 0x01B21DD213814000
 
@@ -300,7 +301,7 @@ def uuid6_time_ns(checkpoint_id: str) -> int | None:
         return None
     ticks = (u.time_low << 28) | (u.time_mid << 12) | (u.time_hi_version & 0x0FFF)
     ns = (ticks - _UUID_EPOCH_OFFSET) * 100
-    return ns if _MIN_NS <= ns <= _MAX_NS else None  # past year 2262: not a real checkpoint
+    return ns if _MIN_NS <= ns <= _MAX_NS else None  # past 2100: not a real checkpoint
 
 
 def uuid6_bound(at_ns: int, upper: bool) -> str:

@@ -28,6 +28,7 @@ from twice.connectors.checkpoints.decode import (
     Window,
     WriteRecord,
 )
+from twice.connectors.jsonfile import require_regular_file
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 _CHECKPOINT_COLUMNS = {"thread_id", "checkpoint_ns", "checkpoint_id", "type", "checkpoint",
@@ -96,6 +97,7 @@ def _text(raw: bytes) -> str:
 
 def _check_header(path: Path) -> None:
     source = str(path)
+    require_regular_file(path)  # a FIFO would block the open below
     try:
         with path.open("rb") as f:
             head = f.read(len(SQLITE_HEADER))

@@ -67,10 +67,17 @@ class Endpoint:
 def parse_url(url: str) -> tuple[str, Endpoint]:
     """(backend name, endpoint) of a `jaeger+http(s)://` or `tempo+http(s)://` URL."""
     backend, plus, rest = url.strip().partition("+")
-    parts = urlsplit(rest) if plus else None
+    why = ""
+    try:
+        parts = urlsplit(rest) if plus else None
+        hostname = parts.hostname if parts is not None else None
+        if parts is not None:
+            parts.port  # noqa: B018 (raises for a port out of range or not a number)
+    except ValueError as exc:  # urlsplit's own words, e.g. "Invalid IPv6 URL"
+        parts, hostname, why = None, None, f" ({exc})"
     if (parts is None or backend.lower() not in ("jaeger", "tempo")
-            or parts.scheme.lower() not in ("http", "https") or not parts.hostname):
-        raise ValueError(f"not a trace backend URL: {redact(url, credentials(url))!r}; "
+            or parts.scheme.lower() not in ("http", "https") or not hostname):
+        raise ValueError(f"not a trace backend URL{why}: {redact(url, credentials(url))!r}; "
                          "accepted forms: "
                          + ", ".join(ACCEPTED_FORMS))
     backend = backend.lower()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from twice.connectors.base import LoadResult, SourceError, SourceWarning
+from twice.connectors.base import EARLIEST, LATEST, LoadResult, SourceError, SourceWarning
 from twice.connectors.jsonfile import open_bytes
 from twice.timeline import COLUMN_NAMES, KINDS, SchemaError, coerce, validate
 
@@ -51,7 +51,17 @@ def parse_timeline(raw: bytes, origin: str) -> LoadResult:
     bad = rows["at"].isna() | rows["source"].isna() | ~rows["kind"].isin(KINDS).fillna(False)
     warnings = [SourceWarning(f"{origin}:row {i}", "no time, source or known kind; skipped")
                 for i in rows.index[bad.to_numpy(dtype=bool)]]
-    rows = rows[~bad].reset_index(drop=True)
+    # times outside 2000-2100 are garbage (and near pandas' edges overflow the engine)
+    lo, hi = pd.Timestamp(EARLIEST), pd.Timestamp(LATEST)
+    absurd = ~bad & ~(rows["at"].between(lo, hi) & rows["at_aligned"].between(lo, hi))
+    warnings += [SourceWarning(f"{origin}:row {i}", f"time {str(rows['at'][i])} is outside "
+                               "2000-2100; skipped") for i in rows.index[absurd.to_numpy(bool)]]
+    late_end = rows["end"].notna() & ~rows["end"].between(lo, hi)
+    warnings += [SourceWarning(f"{origin}:row {i}", f"end {str(rows['end'][i])} is outside "
+                               "2000-2100; end left empty")
+                 for i in rows.index[(late_end & ~bad & ~absurd).to_numpy(bool)]]
+    rows.loc[late_end, "end"] = pd.NaT
+    rows = rows[~(bad | absurd)].reset_index(drop=True)
     try:
         validate(rows)
     except SchemaError as exc:

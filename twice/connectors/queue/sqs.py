@@ -44,7 +44,11 @@ from twice.timeline import Kind, make_timeline
 
 name = "sqs"
 
-_MAX_MS = (2**63 - 1) // 1_000_000
+_MAX_MS = int(LATEST.timestamp()) * 1000  # a later SQS timestamp is garbage (LATEST)
+# A receive count past 32 bits is no real count (Pub/Sub's delivery_attempt and Service Bus'
+# delivery count are 32-bit; an SQS redrive policy moves a message on after at most 1000
+# receives); it is left empty with a warning naming the record, as is a count below 1.
+MAX_RECEIVE_COUNT = 2**31 - 1
 _THREAD_PATHS = (("thread_id",), ("threadId",), ("configurable", "thread_id"),
                  ("config", "configurable", "thread_id"))
 _XRAY_ROOT = re.compile(r"Root=1-([0-9a-fA-F]{8})-([0-9a-fA-F]{24})")
@@ -151,10 +155,10 @@ def _row(
     system = _field(message, "Attributes")
     system = system if isinstance(system, dict) else {}
     count = as_int(system.get("ApproximateReceiveCount"))
-    if count is not None and not fits_int64(count):
+    if count is not None and not 1 <= count <= MAX_RECEIVE_COUNT:
+        what = "beyond 64-bit integers" if not fits_int64(count) else "not a receive count"
         warnings.append(SourceWarning(origin, f"ApproximateReceiveCount "
-                                      f"{short(repr(count), 60)} is beyond 64-bit integers; "
-                                      "left empty"))
+                                      f"{short(repr(count), 60)} is {what}; left empty"))
         count = None
     first = _epoch_ms(system.get("ApproximateFirstReceiveTimestamp"))
     sent = _epoch_ms(system.get("SentTimestamp"))

@@ -18,7 +18,14 @@ from typing import Any
 from twice.connectors._parsing import as_int, epoch_ns, span_id_hex, trace_id_hex
 from twice.connectors.base import SourceWarning
 from twice.connectors.spans.interpret import text_value
-from twice.connectors.spans.model import INT64, MIN_NS, SpanKind, SpanRecord, SpanStatus
+from twice.connectors.spans.model import (
+    INT64,
+    LATEST_NS,
+    MIN_NS,
+    SpanKind,
+    SpanRecord,
+    SpanStatus,
+)
 
 _KINDS = {k.value: k for k in SpanKind if k != SpanKind.UNKNOWN}
 
@@ -111,11 +118,19 @@ def _span(
         warn(f"span {span_id}: startTime {start // 1000} is before 1973: not microseconds "
              "(seconds or ms?); skipped")
         return None
+    if start >= LATEST_NS:
+        warn(f"span {span_id}: startTime {start // 1000} is after 2100: not a real time; "
+             "skipped")
+        return None
     duration = as_int(span.get("duration"))
     # past pandas' last nanosecond (year 2262) the end is as unreadable as a garbled duration
     end = epoch_ns(start + duration * 1000) if duration is not None and duration >= 0 else None
     if end is None and span.get("duration") is not None:
         warn(f"span {span_id}: unreadable duration; end left empty")
+    elif end is not None and end >= LATEST_NS:
+        warn(f"span {span_id}: duration {duration} ends after 2100: not a real time; "
+             "end left empty")
+        end = None
     bad: list[str] = []
     attrs = tags(span.get("tags", []), bad)
     exceptions = _exceptions(span.get("logs"), bad)

@@ -29,6 +29,9 @@ class SpanStatus(StrEnum):
 
 
 MIN_NS = 10**17  # 1973-03-03: an earlier span time is in the wrong unit (s, ms or us), not real
+# 2100-01-01 (_parsing.LATEST): a later span time is garbage, and near pandas' last nanosecond
+# (2262) the engine's own arithmetic on it (a tolerance, a window) would overflow
+LATEST_NS = 4_102_444_800 * 10**9
 INT64 = range(-(2**63), 2**63)  # OTLP's intValue, Jaeger's int64 tags
 
 

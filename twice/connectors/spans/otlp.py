@@ -14,9 +14,16 @@ import operator
 import re
 from typing import Any
 
-from twice.connectors._parsing import MAX_NS, as_int, epoch_ns, span_id_hex, trace_id_hex
+from twice.connectors._parsing import as_int, epoch_ns, span_id_hex, trace_id_hex
 from twice.connectors.base import SourceWarning
-from twice.connectors.spans.model import INT64, MIN_NS, SpanKind, SpanRecord, SpanStatus
+from twice.connectors.spans.model import (
+    INT64,
+    LATEST_NS,
+    MIN_NS,
+    SpanKind,
+    SpanRecord,
+    SpanStatus,
+)
 
 # proto enum values: 0 is SPAN_KIND_UNSPECIFIED / STATUS_CODE_UNSET
 _KINDS = dict(enumerate((SpanKind.INTERNAL, SpanKind.SERVER, SpanKind.CLIENT, SpanKind.PRODUCER,
@@ -193,6 +200,10 @@ def _span(
         warn(f"span {span_id}: startTimeUnixNano {start} is before 1973: not nanoseconds "
              "(seconds, ms or us?); skipped")
         return None
+    if start >= LATEST_NS:
+        warn(f"span {span_id}: startTimeUnixNano {start} is after 2100: not a real time; "
+             "skipped")
+        return None
     if (raw_end := get("endTimeUnixNano", _ABSENT)) is _ABSENT:
         raw_end = get("end_time_unix_nano")
     end = epoch_ns(raw_end)
@@ -200,6 +211,10 @@ def _span(
         warn(f"span {span_id}: unreadable endTimeUnixNano; end left empty")
     elif end is not None and end < start:
         warn(f"span {span_id}: endTimeUnixNano is before startTimeUnixNano; end left empty")
+        end = None
+    elif end is not None and end >= LATEST_NS:
+        warn(f"span {span_id}: endTimeUnixNano {end} is after 2100: not a real time; "
+             "end left empty")
         end = None
     if (raw_parent := get("parentSpanId", _ABSENT)) is _ABSENT:
         raw_parent = get("parent_span_id")
@@ -287,7 +302,7 @@ def _all_ids(values: list[Any], width: int, zero: str) -> bool:
 
 
 def _all_times(values: list[Any]) -> list[int] | None:
-    """The values as ns when every one is a decimal string of a time pandas can hold."""
+    """The values as ns when every one is a decimal string of a time before 2100."""
     try:
         joined = "".join(values)
     except TypeError:
@@ -297,7 +312,7 @@ def _all_times(values: list[Any]) -> list[int] | None:
     if max(map(len, values)) > 19:
         return None
     numbers = list(map(int, values))
-    return numbers if min(numbers) > 0 and max(numbers) <= MAX_NS else None
+    return numbers if min(numbers) > 0 and max(numbers) < LATEST_NS else None
 
 
 def _canonical_spans(

@@ -19,7 +19,7 @@ from typing import IO, Any
 import orjson
 
 from twice.connectors.base import SourceError, SourceWarning
-from twice.connectors.jsonfile import json_documents, parse_lines, reading
+from twice.connectors.jsonfile import json_documents, parse_lines, reading, require_regular_file
 
 MAX_LINE_BYTES = 256 * 2**20  # one OTLP export line of ~300k spans
 MAX_DOCUMENT_BYTES = 256 * 2**20
@@ -27,6 +27,7 @@ _CHUNK = 2**20
 
 
 def _open(path: Path) -> IO[bytes]:
+    require_regular_file(path)  # a FIFO would block here, /dev/zero stream forever
     with reading(path):
         return path.open("rb", buffering=_CHUNK)  # export lines are long: fewer, bigger reads
 
