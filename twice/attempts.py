@@ -25,7 +25,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from twice.timeline import Kind
+from twice.timeline import Kind, isin
 
 ATTEMPT_COLUMNS = [
     "attempt_id", "at", "request_id", "idempotency_key", "method", "path", "status",
@@ -105,7 +105,7 @@ def payment_roots(events: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     names = pd.Series(uniques, dtype=object)
     types = names.map(known)
     rank = types.map(_PAYMENT_RANK).fillna(-1.0)
-    rank[~names.isin(list(known))] = _UNSEEN_RANK
+    rank[~isin(names, known)] = _UNSEEN_RANK
     # the root of each component: its member of highest rank (ties: the first seen)
     order = np.lexsort((np.arange(len(uniques)), -rank.to_numpy(dtype=float), labels))
     first = np.ones(len(order), dtype=bool)
@@ -194,7 +194,7 @@ def _flows(events: pd.DataFrame, claimed: set[str]) -> pd.DataFrame:
     the provider did not say the request (unknown initiator), or when the provider ran the flow
     itself (automatic) and the agent's ids in its metadata tie it to a call."""
     ev = events[events["request_id"].isna() & events["_root"].notna()
-                & ~events["_root"].isin(list(claimed))]
+                & ~isin(events["_root"], claimed)]
     if ev.empty:
         return pd.DataFrame(columns=ATTEMPT_COLUMNS)
     # a refund is an effect of its own, never a part of the payment it refunds
@@ -279,7 +279,7 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     post = merged["method"].fillna("POST").astype(str).str.upper() == "POST"
     # events of a request that moved nothing were filtered out, so a logged request they name
     # is known not to be an attempt
-    named = merged["request_id"].isin(events["request_id"].dropna()) if not events.empty \
+    named = isin(merged["request_id"], events["request_id"].dropna()) if not events.empty \
         else pd.Series(False, index=merged.index)
     keep = post & (evidenced | (~named & merged["path"].map(moves_money).astype(bool)))
     merged = merged[keep].copy()
@@ -310,7 +310,7 @@ def _one_per_payment(attempts: pd.DataFrame) -> pd.DataFrame:
     later = has_object.loc[ordered.index] & ordered["object_id"].duplicated()
     created = set(ordered.loc[later & (ordered["effect"] == "created"), "object_id"])
     out = ordered[~later].copy()
-    upgrade = out["object_id"].isin(list(created)) & out["effect"].isin(["failed", "unknown"])
+    upgrade = isin(out["object_id"], created) & out["effect"].isin(["failed", "unknown"])
     out.loc[upgrade, "effect"] = "created"
     return out
 
@@ -362,7 +362,7 @@ def infer_replays(attempts: pd.DataFrame) -> None:
     created_keys = set(attempts.loc[keyed & (attempts["effect"] == "created"),
                                     "idempotency_key"])
     replay = keyed & (attempts["effect"] == "unknown") & \
-        attempts["idempotency_key"].isin(list(created_keys))
+        isin(attempts["idempotency_key"], created_keys)
     attempts.loc[replay, "effect"] = "replayed"
     # A request with the key that created again was NOT deduplicated (key expired or not
     # honoured): it stays "created".

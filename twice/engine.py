@@ -15,7 +15,7 @@ from twice.findings import findings_for
 from twice.grouping import group_attempts
 from twice.layers import BY_SEVERITY, Bands, Layer
 from twice.link import ClockOffset, link
-from twice.timeline import Kind, SourceWarning
+from twice.timeline import Kind, SourceWarning, isin
 from twice.verdict import Attempt, Context, Duplicate, Finding, judge
 
 # How bad a layer is to have found, for "worst layer" summaries (unprotected first).
@@ -81,7 +81,7 @@ def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     per checkpointed tool call that no span covers."""
     spans = timeline[timeline["kind"] == Kind.TOOL_SPAN.value]
     calls = timeline[(timeline["kind"] == Kind.TOOL_CALL.value)
-                     & ~timeline["tool_call_id"].isin(spans["tool_call_id"].dropna())]
+                     & ~isin(timeline["tool_call_id"], spans["tool_call_id"].dropna())]
     cols = ["at", "tool_call_id", "thread_id", "subject", "amount", "currency", "worker"]
     out = pd.concat([
         spans[cols].assign(attempt_id="span:" + spans["span_id"].astype(str),

@@ -19,7 +19,7 @@ import pandas as pd
 
 from twice.attempts import infer_replays, moves_money, normalize
 from twice.clocks import NS, ClockOffset, align, span_end, stab
-from twice.timeline import Kind, derived_key
+from twice.timeline import Kind, derived_key, isin
 
 __all__ = ["NS", "ClockOffset", "agree", "link"]
 
@@ -106,7 +106,7 @@ def _match_by(attempts: pd.DataFrame, spans: pd.DataFrame, column: str) -> pd.Da
     s = s.drop(columns=column).sort_values("at").rename(columns={"at": "span_at"})
     s["_rank"] = s.groupby("_code").cumcount()
     ranked = a.merge(s, on=["_code", "_rank"], how="inner")
-    left = a[~a["_attempt"].isin(ranked["_attempt"])]
+    left = a[~isin(a["_attempt"], ranked["_attempt"])]
     nearest = left.merge(s.drop(columns=["_rank"]), on="_code", how="inner")
     if not nearest.empty:
         nearest["_d"] = (nearest["at"] - nearest["span_at"]).abs()
@@ -204,7 +204,7 @@ def _requests_only_spans_name(att: pd.DataFrame, http: pd.DataFrame, strong: pd.
     on the span's time, answered as the span says (replayed, refused or unknown)."""
     if att.empty or "request_id" not in http:
         return att, strong
-    named = http[http["request_id"].notna() & ~http["request_id"].isin(att["request_id"])
+    named = http[http["request_id"].notna() & ~isin(http["request_id"], att["request_id"])
                  & (http["method"].fillna("POST").str.upper() == "POST")
                  & http["path"].map(moves_money).astype(bool)].drop_duplicates("request_id")
     if named.empty:
@@ -332,7 +332,7 @@ def _link_http_windows(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int,
     windows = post[[c for c in _HTTP_COLS if c != "end"] + ["path"]].assign(
         start=_ns(post["at"]), end=_ns(post["end"].fillna(post["at"]))).reset_index(drop=True)
     taken = set(att["http_span_id"].dropna())
-    windows = windows[~windows["span_id"].isin(list(taken))]
+    windows = windows[~isin(windows["span_id"], taken)]
     pairs = _candidates(att, need, windows.reset_index(drop=True), tol_ns, res_ns,
                         on=(*_CONTENT, "path"))
     if pairs.empty:
@@ -496,7 +496,7 @@ def _pick(pairs: pd.DataFrame) -> pd.DataFrame:
         only = inside.groupby("_attempt")["_window"].transform("size") == 1
         mute = pairs["_mute"].astype(bool)
         settled = set(inside.loc[only.to_numpy(), "_attempt"])
-        pairs = pairs[~mute | (pairs["_inside"] & pairs["_attempt"].isin(list(settled)))]
+        pairs = pairs[~mute | (pairs["_inside"] & isin(pairs["_attempt"], settled))]
     return pairs.sort_values(["_known", "_inside", "_start"], ascending=False,
                              kind="stable").drop_duplicates("_attempt")
 

@@ -49,3 +49,16 @@ def test_integers_beside_nulls_are_kept_exactly() -> None:
     assert rows["delivery_count"].tolist() == [2**63 - 1, pd.NA, 2**53 + 1, -(2**63), pd.NA,
                                                pd.NA, 7]
     validate(rows)
+
+
+def test_isin_means_what_pandas_means_on_text_columns() -> None:
+    """twice.timeline.isin is Series.isin (a missing value matches a missing value), only
+    faster on the arrow-backed text columns."""
+    from twice.timeline import empty_timeline, isin
+
+    dtype = empty_timeline()["request_id"].dtype
+    column = pd.Series(["a", None, "b", "c"], dtype=dtype, index=[5, 6, 7, 8])
+    for values in (["a", None], ["a"], [], pd.Series(["c", None], dtype=dtype), {"b"},
+                   pd.Index(["b", "a"])):
+        assert isin(column, values).tolist() == column.isin(values).tolist(), values
+        assert list(isin(column, values).index) == [5, 6, 7, 8]
