@@ -25,7 +25,6 @@ from twice.store.sql import Store, Transaction, migrate
 
 # Applied in order at open; schema version N = MIGRATIONS[:N] applied (twice.store.schema).
 MIGRATIONS: list[Migration] = migrations(SQLITE)
-SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def store_error(path: Path, exc: sqlite3.Error) -> StoreError:
@@ -37,22 +36,22 @@ def store_error(path: Path, exc: sqlite3.Error) -> StoreError:
 
 def refuse_foreign_file(path: Path, own_tables: frozenset[str], what: str) -> None:
     """StoreError unless `path` is missing, empty, a SQLite database without tables, or one
-    holding `own_tables`. Only reads: no lock, journal or WAL switch touches the file."""
+    holding `own_tables`. Only reads: no lock, journal or WAL switch touches the file.
+
+    The file is read through SQLite only, never opened with `open()`: closing any descriptor of
+    a database file drops every POSIX lock this process holds on it, so a plain read while
+    another connection of the process (a web session's thread) has it open can corrupt it."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(len(SQLITE_HEADER))
+        size = path.stat().st_size
     except FileNotFoundError:
         return
     except OSError as exc:
         raise StoreError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    if not head:
+    if size == 0:
         return
     nothing = "nothing was written to it"
-    if head != SQLITE_HEADER:
-        raise StoreError(f"{path}: not {what}: not a SQLite database ({nothing}); give the path "
-                         "of twice's own file, or of a new one")
     # immutable: not even a lock or a -shm file; with a -wal beside it (a database in use)
-    # a read-only connection, so what the WAL holds is seen
+    # read-only, so what the WAL holds is seen
     wal = path.with_name(path.name + "-wal").exists()
     uri = f"{path.resolve().as_uri()}?mode=ro{'' if wal else '&immutable=1'}"
     try:
@@ -63,6 +62,12 @@ def refuse_foreign_file(path: Path, own_tables: frozenset[str], what: str) -> No
         finally:
             conn.close()
     except sqlite3.Error as exc:
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if code == sqlite3.SQLITE_READONLY:  # a WAL a killed writer left needs a writer's
+            return  # recovery: the ordinary connection does it, then migrate() checks the schema
+        if code == sqlite3.SQLITE_NOTADB:
+            raise StoreError(f"{path}: not {what}: not a SQLite database ({nothing}); give the "
+                             "path of twice's own file, or of a new one") from None
         raise StoreError(f"{path}: not {what}: the SQLite file cannot be read ({exc}; "
                          f"{nothing})") from None
     tables = {t for t in tables if not t.startswith("sqlite_")}
