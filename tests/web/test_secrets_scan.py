@@ -210,7 +210,7 @@ class Browser:
         page.get_by_role("button", name="Investigate").click()
         page.wait_for_function(
             "document.body.innerText.includes('Partial:') || !!document.querySelector("
-            "'[id=\"verdict\"]')", timeout=180_000)
+            "'[id=\"verdict\"]')", timeout=480_000)  # a hang guard: a loaded machine is slow
         self.settle()
         self.keep()
         return str(page.locator("body").inner_text())
