@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[2]
 THREAD = f"t{OSC52}{CLEAR}"
 CUSTOMER = f"cus_{RICH_LINK}\u202e"
 SKIPPED = f"notes{CLEAR}.csv"
+RLO_BYTES = "\u202e".encode()
 
 
 def hostile_folder(folder: Path) -> Path:
@@ -133,6 +134,9 @@ def test_the_json_contract_keeps_the_evidence_exact(tmp_path: Path) -> None:
     # JSON escapes every C0 control: the bytes hold none, the data holds them all
     assert b"\x1b" not in done.stdout and b"\x00" not in done.stdout
     assert b"\\u001b]52" in done.stdout and b"\\u0000" in done.stdout
+    # ... and the C1 CSI and the bidi override too (JSON allows them raw; a terminal obeys them)
+    assert "\x9b".encode() not in done.stdout and RLO_BYTES not in done.stdout
+    assert b"\\u009b" in done.stdout and b"\\u202e" in done.stdout
     (group,) = json.loads(done.stdout)["groups"]
     assert group["thread_id"].endswith(THREAD)
     assert all(a["request_id"].endswith(REQUEST) for a in group["attempts"])

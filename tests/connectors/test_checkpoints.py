@@ -341,6 +341,29 @@ def test_not_a_sqlite_file(tmp_path: Path):
         checkpoints.load(tmp_path / "missing.sqlite")
 
 
+def test_reading_keeps_the_locks_this_process_holds_on_the_file(incident: Stores,
+                                                                tmp_path: Path):
+    """Closing any descriptor of a SQLite file drops every POSIX lock the process holds on it:
+    reading evidence a checkpointer of this process has open must not take its lock away."""
+    path = Path(shutil.copy(incident.sqlite, tmp_path / "agent.sqlite"))
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        # a rollback journal: the writer's lock is on the database file itself (WAL keeps it
+        # in the -shm file)
+        assert writer.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+        writer.execute("BEGIN EXCLUSIVE")  # the checkpointer, mid-write
+        assert len(checkpoints.load(path).rows)
+        other = subprocess.run([sys.executable, "-c", (
+            "import sqlite3, sys\n"
+            "try:\n"
+            f"    sqlite3.connect({str(path)!r}, timeout=0).execute('BEGIN IMMEDIATE')\n"
+            "except sqlite3.OperationalError as e:\n"
+            "    sys.exit(str(e))\n")], capture_output=True, text=True, timeout=60)
+        assert other.returncode == 1 and "locked" in other.stderr, other
+    finally:
+        writer.close()
+
+
 def test_sqlite_file_with_other_tables(tmp_path: Path):
     path = tmp_path / "shop.sqlite"
     with sqlite3.connect(path) as db:

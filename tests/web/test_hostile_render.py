@@ -27,6 +27,7 @@ from twice.engine import Analysis, analyze
 from twice.store import Snapshot, Summary, open_store
 from twice.web.figures import duplicates_frame, gaps_figure, plot_text, timeline_figure
 from twice.web.report_html import build_report
+from twice.web.text import shown_frame
 
 RLO = "\u202e"
 TOOL = EVIL_TOOL + RLO
@@ -187,3 +188,27 @@ def test_timeline_tab_says_how_each_clock_was_read(store_path: Path,
     assert f"{offset.pairs} records support it" in captions[0]
     assert THIN_LABEL in captions[0]
     assert not any("off the spans" in c.value for c in at.caption)
+
+
+def test_grids_show_controls_and_bidi_by_name_and_keep_numbers() -> None:
+    frame = pd.DataFrame({"title": [f"refund{RLO}", None], "source": [f"e{CLEAR}.json", "ok"],
+                          "groups": [3, 4]})
+    shown = shown_frame(frame)
+    assert shown["title"].tolist()[0] == "refund<U+202E>" and pd.isna(shown["title"].iloc[1])
+    assert shown["source"].tolist() == ["e<U+001B>[2J.json", "ok"]
+    assert shown["groups"].tolist() == [3, 4] and frame["title"].iloc[0] == f"refund{RLO}"
+
+
+def test_the_incidents_grid_names_a_bidi_override_in_a_title(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    path = tmp_path / "investigations.sqlite3"
+    open_store(str(path)).create(f"refund{RLO}gnp.exe", hostile_timeline(), id=INV)
+    monkeypatch.setenv("TWICE_STORE", str(path))
+    st.cache_resource.clear()
+    try:
+        at = run_app({})
+        titles = at.dataframe[0].value["title"].tolist()  # beside the bundled samples
+        assert "refund<U+202E>gnp.exe" in titles and not any(RLO in t for t in titles)
+    finally:
+        st.cache_resource.clear()

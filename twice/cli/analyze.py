@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
-import orjson
 
 from twice.cli.options import (
     EXIT_OK,
@@ -18,6 +17,7 @@ from twice.cli.options import (
     evidence_options,
     format_option,
 )
+from twice.cli.text import json_out
 from twice.connectors import registry
 from twice.connectors.base import redact
 from twice.engine import Analysis, analyze
@@ -47,8 +47,7 @@ def emit(analysis: Analysis, fmt: str, sources: list[tuple[str, str]], notes: li
     """The analysis on stdout: the JSON contract (with `extra` fields), or the table."""
     if fmt == "json":
         doc = {**to_contract(analysis), **(extra or {})}
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
-        sys.stdout.write("\n")
+        sys.stdout.buffer.write(json_out(doc))
     else:
         from twice.cli.table import render
 

@@ -6,7 +6,6 @@ import sys
 from collections.abc import Sequence
 
 import click
-import orjson
 import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -24,7 +23,7 @@ from twice.cli.options import (
     evidence_options,
     format_option,
 )
-from twice.cli.text import plain, shown
+from twice.cli.text import json_out, plain, shown
 from twice.connectors.base import SourceError
 from twice.formats import money
 from twice.store import Store, open_store
@@ -120,9 +119,7 @@ def _emit(store: Store, sweep_id: str, fmt: str, base_url: str) -> int:
         raise SourceError("command line", f"no sweep {sweep_id!r} in the store")
     groups = sweep_groups(store, sweep_id)
     if fmt == "json":
-        sys.stdout.buffer.write(orjson.dumps(document(record, groups, base_url),
-                                             option=orjson.OPT_INDENT_2))
-        sys.stdout.write("\n")
+        sys.stdout.buffer.write(json_out(document(record, groups, base_url)))
     else:
         _print_table(record, groups, base_url)
     return EXIT_OK
@@ -131,8 +128,7 @@ def _emit(store: Store, sweep_id: str, fmt: str, base_url: str) -> int:
 def _list(store: Store, fmt: str) -> int:
     sweeps = list_sweeps(store)
     if fmt == "json":
-        sys.stdout.buffer.write(orjson.dumps(listing(sweeps), option=orjson.OPT_INDENT_2)
-                                + b"\n")
+        sys.stdout.buffer.write(json_out(listing(sweeps)))
         return EXIT_OK
     for s in sweeps:
         print(f"{s.id}  {s.created_at:%Y-%m-%d %H:%M}  {s.params['since']} .. "

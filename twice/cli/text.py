@@ -8,9 +8,10 @@ colour), C1 controls and bidi overrides. Evidence text goes out with those chara
 
 from __future__ import annotations
 
+import orjson
 from rich.text import Text
 
-from twice.formats import visible
+from twice.formats import INVISIBLE, visible
 
 
 def shown(value: object) -> str:
@@ -21,3 +22,12 @@ def shown(value: object) -> str:
 def plain(value: object, style: str = "") -> Text:
     """Evidence as rich Text: no markup, no emoji codes, no highlighting, controls named."""
     return Text(shown(value), style=style)
+
+
+def json_out(doc: object) -> bytes:
+    """A JSON document for stdout, newline-terminated. The text is kept exactly (the contract
+    holds the evidence as it was), but C1 controls, DEL and bidi characters are written as `\\u`
+    escapes: valid JSON either way, and a terminal shown the raw document obeys none of them
+    (orjson already escapes C0; these characters occur only inside strings)."""
+    text = orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()
+    return (INVISIBLE.sub(lambda m: f"\\u{ord(m[0]):04x}", text) + "\n").encode()

@@ -3,6 +3,7 @@ live sources (the `twice investigate` form)."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tempfile
@@ -104,6 +105,9 @@ def live_form(store: Store) -> None:
     except ValueError:
         st.error("Around: an ISO-8601 time like 2024-06-03T14:21Z")
         return
+    if not (isinstance(hours, (int, float)) and math.isfinite(hours) and 0.25 <= hours <= 48):
+        st.error("Window: a number of hours from 0.25 to 48")  # a forged widget state, NaN
+        return
     if typed.strip() and upload is not None:
         st.error("Checkpoints: give a DSN or path, or upload a file, not both.")
         return
@@ -117,7 +121,7 @@ def live_form(store: Store) -> None:
             checkpoints = str(Path(tmp) / (Path(upload.name).name or "checkpoints.sqlite"))
             Path(checkpoints).write_bytes(upload.getvalue())
         req = Request(subject=subject.strip(), around=when.to_pydatetime(),
-                      window=timedelta(hours=float(hours)), stripe_key=key,
+                      window=timedelta(hours=hours), stripe_key=key,
                       checkpoints=checkpoints, traces=traces or None,
                       stripe_base_url=os.environ.get(STRIPE_BASE_URL_ENV) or None)
         with st.status("Pulling evidence…") as status:

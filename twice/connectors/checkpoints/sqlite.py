@@ -30,7 +30,6 @@ from twice.connectors.checkpoints.decode import (
 )
 from twice.connectors.jsonfile import require_regular_file
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 _CHECKPOINT_COLUMNS = {"thread_id", "checkpoint_ns", "checkpoint_id", "type", "checkpoint",
                        "metadata"}
 _WRITES_COLUMNS = {"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "channel", "type",
@@ -43,7 +42,7 @@ def read_sqlite(
     path: Path, window: Window, warnings: list[SourceWarning]
 ) -> tuple[list[CheckpointRecord], list[WriteRecord]]:
     source = str(path)
-    _check_header(path)
+    _check_file(path)
     with open_evidence(path) as conn:
         # a damaged file can hold text that is not UTF-8: read it with U+FFFD, do not fail on it
         conn.text_factory = _text
@@ -53,6 +52,8 @@ def read_sqlite(
                 checkpoints = _read_checkpoints(conn, source, window, decoder)
                 writes = _read_writes(conn, source, window, decoder) if has_writes else []
         except sqlite3.DatabaseError as exc:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_NOTADB:
+                raise SourceError(source, _NOT_SQLITE.format(what="no SQLite header")) from None
             raise SourceError(source, f"cannot read SQLite database: {exc}") from None
         except UnicodeDecodeError:  # a damaged schema: names that are not UTF-8
             raise SourceError(source, "cannot read SQLite database: its schema is not UTF-8 "
@@ -95,22 +96,27 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-def _check_header(path: Path) -> None:
+def _check_file(path: Path) -> None:
+    """Missing, a folder, a FIFO or empty: said before SQLite sees the file. The file itself is
+    not opened here: closing any descriptor of a SQLite file drops every POSIX lock this process
+    holds on it (a lab run's checkpointer may have it open), so whether it is SQLite at all is
+    left to SQLite (`_NOT_SQLITE`)."""
     source = str(path)
-    require_regular_file(path)  # a FIFO would block the open below
+    require_regular_file(path)  # a FIFO would block SQLite's open
     try:
-        with path.open("rb") as f:
-            head = f.read(len(SQLITE_HEADER))
+        size = path.stat().st_size
     except FileNotFoundError:
         raise SourceError(source, "file not found") from None
-    except IsADirectoryError:
-        raise SourceError(source, "is a folder, expected a SqliteSaver file") from None
     except OSError as exc:
         raise SourceError(source, f"cannot read: {exc.strerror or exc}") from None
-    if head != SQLITE_HEADER:
-        what = "file is empty" if not head else "no SQLite header"
-        raise SourceError(source, f"not a SQLite database ({what}); expected a LangGraph "
-                                  "SqliteSaver file or a postgresql:// DSN")
+    if path.is_dir():
+        raise SourceError(source, "is a folder, expected a SqliteSaver file")
+    if not size:
+        raise SourceError(source, _NOT_SQLITE.format(what="file is empty"))
+
+
+_NOT_SQLITE = ("not a SQLite database ({what}); expected a LangGraph SqliteSaver file or a "
+               "postgresql:// DSN")
 
 
 def _check_tables(conn: sqlite3.Connection, source: str, warnings: list[SourceWarning]) -> bool:

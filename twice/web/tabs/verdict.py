@@ -3,17 +3,15 @@ evidence, findings, the fix, the two attempts side by side, and the clocks it wa
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from twice.clocks import THIN_LABEL, THIN_WHY, ClockOffset
-from twice.formats import visible
 from twice.layers import LAYERS
 from twice.store import effective_overrides
 from twice.verdict import fmt_gap
 from twice.web.figures import attempt_comparison
 from twice.web.tabs.context import Investigation
-from twice.web.text import md_text
+from twice.web.text import md_text, shown_frame
 
 
 def render(inv: Investigation) -> None:
@@ -51,7 +49,7 @@ def render(inv: Investigation) -> None:
         st.code(LAYERS[dup.layer].code, language="python")
     st.subheader("The two attempts side by side")
     table = attempt_comparison(inv.analysis, group.group_id, dup.first, dup.second)
-    st.dataframe(_shown(table), width="stretch")
+    st.dataframe(shown_frame(table), width="stretch")
     if inv.analysis.offsets:
         st.subheader("Clocks")
         for offset in inv.analysis.offsets:
@@ -64,9 +62,3 @@ def clock_markdown(offset: ClockOffset) -> str:
     if offset.thin:
         line += f"  \n  :orange-badge[{THIN_LABEL}] {md_text(THIN_WHY)}"
     return line
-
-
-def _shown(table: pd.DataFrame) -> pd.DataFrame:
-    """The comparison as displayed: a bidi override in an id must not reorder its cell."""
-    return table.assign(**{col: table[col].map(lambda v: visible(v) if isinstance(v, str) else v)
-                           for col in ("first", "second")})

@@ -23,6 +23,7 @@ from twice.verdict import fmt_gap
 from twice.web.figures import DUPLICATE_COLUMNS, gaps_figure, timeline_figure
 from twice.web.nav import DRILLS, base_url, open_view
 from twice.web.problems import store_problem
+from twice.web.text import shown_frame
 
 
 @st.cache_resource
@@ -90,11 +91,11 @@ def _progress(store: DrillStore, trainee: str) -> None:
     progress = store.progress(trainee)
     st.subheader("Progress")
     st.text(f"Trainee: {trainee}")  # plain text: a name never renders as markup
-    st.dataframe(pd.DataFrame([{
+    st.dataframe(shown_frame(pd.DataFrame([{
         "level": level, "title": lv.title,
         "drills": progress[level].attempted if level in progress else 0,
         "best score": f"{progress[level].best}/{progress[level].possible}"
-        if level in progress else "—"} for level, lv in drills.CURRICULUM.items()]),
+        if level in progress else "—"} for level, lv in drills.CURRICULUM.items()])),
         hide_index=True, width="stretch")
 
 
@@ -116,9 +117,9 @@ def _drill(drill: drills.Drill, store: DrillStore | None, trainee: str) -> None:
     if q.gaps:
         st.plotly_chart(blind_gaps_figure(q), width="stretch", key="drill_gaps")
     st.markdown("**The customer's payment requests** (provider, clock-aligned UTC)")
-    st.dataframe(q.attempts, hide_index=True, width="stretch")
+    st.dataframe(shown_frame(q.attempts), hide_index=True, width="stretch")
     st.markdown("**The agent's records of the threads behind them**")
-    st.dataframe(q.agent_side, hide_index=True, width="stretch")
+    st.dataframe(shown_frame(q.agent_side), hide_index=True, width="stretch")
 
     done_key = f"drill_result_{drill.id}"
     with st.form("drill_answer"):

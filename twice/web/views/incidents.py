@@ -9,7 +9,7 @@ from twice.formats import money
 from twice.layers import Layer
 from twice.store.links import ViewState, link
 from twice.web.cache import get_store
-from twice.web.text import md_text
+from twice.web.text import md_text, shown_frame
 
 
 def render() -> None:
@@ -27,7 +27,7 @@ def render() -> None:
         "worst layer": s.worst_layer or "—", "money at risk": money(s.money_at_risk),
         "open": link("", ViewState(inv=s.id, tab="verdict")),
     } for s in rows])
-    st.dataframe(table, hide_index=True, width="stretch", column_config={
+    st.dataframe(shown_frame(table), hide_index=True, width="stretch", column_config={
         "open": st.column_config.LinkColumn("open", display_text="open")})
     for s in rows:
         layer = f" · worst layer **{s.worst_layer}**" if s.worst_layer else " · no duplicate"

@@ -1,7 +1,8 @@
 """Sweeps: every stored sweep (`?sweep=all`), and one sweep's duplicates (`?sweep=ID`),
 each with a link that opens its saved investigation on the verdict.
 
-Evidence text (customer ids, sources) is shown in dataframes only, never inside markdown.
+Evidence text (customer ids, sources) is shown in dataframes only, never inside markdown, and
+through `shown_frame` (control and bidi characters named, not obeyed).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from twice.store.sweeps import SweepGroup, get_sweep, list_sweeps, sweep_groups
 from twice.sweep.report import totals
 from twice.web.cache import get_store
 from twice.web.problems import store_problem
+from twice.web.text import shown_frame
 
 
 def sweep_link(sweep_id: str) -> str:
@@ -54,7 +56,7 @@ def _all(store: Store) -> None:
         "money at risk": money(totals(sweep_groups(store, s.id))["money_at_risk"]),
         "status": "finished" if s.finished else "unfinished", "open": sweep_link(s.id),
     } for s in sweeps])
-    st.dataframe(table, hide_index=True, width="stretch", column_config={
+    st.dataframe(shown_frame(table), hide_index=True, width="stretch", column_config={
         "open": st.column_config.LinkColumn("open", display_text="open")})
 
 
@@ -76,16 +78,16 @@ def _one(store: Store, sweep_id: str) -> None:
                              for layer, row in t["by_layer"].items()],
                             columns=["layer", "groups", "money at risk"])
     st.subheader("By layer")
-    st.dataframe(by_layer, hide_index=True)
+    st.dataframe(shown_frame(by_layer), hide_index=True)
     st.subheader("Duplicate groups")
-    st.dataframe(group_frame(groups), hide_index=True, width="stretch", column_config={
-        "open": st.column_config.LinkColumn("open", display_text="open verdict")})
+    st.dataframe(shown_frame(group_frame(groups)), hide_index=True, width="stretch",
+                 column_config={"open": st.column_config.LinkColumn(
+                     "open", display_text="open verdict")})
     with st.expander("Sources and warnings"):
-        st.dataframe(pd.DataFrame(record.params["sources"], columns=["connector", "source",
-                                                                     "options"])
-                     .astype({"options": str}), hide_index=True)
+        sources = pd.DataFrame(record.params["sources"], columns=["connector", "source", "options"])
+        st.dataframe(shown_frame(sources.astype({"options": str})), hide_index=True)
         if record.warnings:
-            st.dataframe(pd.DataFrame(record.warnings), hide_index=True)
+            st.dataframe(shown_frame(pd.DataFrame(record.warnings)), hide_index=True)
     st.link_button("All sweeps", sweep_link("all"))
 
 
