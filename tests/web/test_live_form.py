@@ -83,12 +83,14 @@ def _field(at: AppTest, label: str) -> Any:
     return next(t for t in at.text_input if t.label == label)
 
 
-def investigate(lab: Lab, *, checkpoints: str = "", traces: str = "") -> AppTest:
+def investigate(lab: Lab, *, checkpoints: str = "", traces: str = "",
+                customer: str | None = None, around: str | None = None) -> AppTest:
     """Open the app, fill the sidebar's live form, press Investigate."""
     at = AppTest.from_file(str(ROOT / "twice" / "web" / "main.py"), default_timeout=180)
     at.run()
-    _field(at, "Customer, payment intent or charge id").set_value(lab.customer)
-    _field(at, "Around (UTC)").set_value(lab.around)
+    _field(at, "Customer, payment intent or charge id").set_value(
+        lab.customer if customer is None else customer)
+    _field(at, "Around (UTC)").set_value(lab.around if around is None else around)
     at.text_input(key="live_stripe_key").set_value(KEY)
     at.text_input(key="live_checkpoints").set_value(checkpoints)
     at.text_input(key="live_traces").set_value(traces)
@@ -187,6 +189,27 @@ def test_a_dsn_with_its_own_host_user_and_password_is_taken_as_given() -> None:
 def test_a_dsn_refusal_is_said_in_the_form(lab: Lab, store: Path) -> None:
     at = investigate(lab, checkpoints="postgresql://reader@127.0.0.1:9/agent")
     assert any("user and password" in e.value for e in at.error)
+    assert saved_titles(store) == []
+
+
+# -- what the form says when there is nothing to investigate ----------------------------------
+@pytest.mark.parametrize(("customer", "around", "said"), [
+    ("", None, "Customer, payment intent or charge id: give"),
+    (None, "", "Around: an ISO-8601 time"),  # pandas reads "" as NaT, not as an error
+    (None, "   ", "Around: an ISO-8601 time"),
+])
+def test_a_missing_customer_or_time_is_said(lab: Lab, store: Path, customer: str | None,
+                                             around: str | None, said: str) -> None:
+    at = investigate(lab, customer=customer, around=around)
+    assert [e.value for e in at.error if said in e.value], [e.value for e in at.error]
+    assert saved_titles(store) == []
+
+
+def test_an_investigation_that_finds_nothing_says_so(lab: Lab, store: Path) -> None:
+    at = investigate(lab, customer="cus_nobody")
+    assert not at.error
+    (warning,) = [w.value for w in at.warning if "Nothing found" in w.value]
+    assert "cus\\_nobody" in warning and "UTC" in warning
     assert saved_titles(store) == []
 
 

@@ -208,9 +208,16 @@ class Browser:
         page.get_by_label("Checkpoints DSN or SqliteSaver path (optional)").fill(checkpoints)
         page.get_by_role("textbox", name="Trace backend (optional)").fill(traces)
         page.get_by_role("button", name="Investigate").click()
-        page.wait_for_function(
-            "document.body.innerText.includes('Partial:') || !!document.querySelector("
-            "'[id=\"verdict\"]')", timeout=480_000)  # a hang guard: a loaded machine is slow
+        try:  # any end the form can come to: the verdict, a message, an error
+            page.wait_for_function(
+                "!!document.querySelector('[id=\"verdict\"], [data-testid=\"stException\"]')"
+                " || ['Partial:', 'Nothing found', 'Around: an ISO', 'the incident is about']"
+                ".some(t => document.body.innerText.includes(t))",
+                timeout=480_000)  # a hang guard: a loaded machine is slow
+        except Exception:
+            self.keep()  # the page as it hung, in live.root/pages
+            raise AssertionError("the live form came to no end; the page said:\n"
+                                 + page.locator("body").inner_text()) from None
         self.settle()
         self.keep()
         return str(page.locator("body").inner_text())

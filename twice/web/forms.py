@@ -99,8 +99,13 @@ def live_form(store: Store) -> None:
     traces = str(st.session_state.pop(_SECRET_FIELDS["live_traces"], "") or "").strip()
     if not sent:
         return
-    try:
-        when = pd.Timestamp(around)
+    if not subject.strip():
+        st.error("Customer, payment intent or charge id: give the one the incident is about")
+        return
+    try:  # an empty or blank time is NaT to pandas, not an error
+        when = pd.Timestamp(around) if around.strip() else pd.NaT
+        if pd.isna(when):
+            raise ValueError(around)
         when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
     except ValueError:
         st.error("Around: an ISO-8601 time like 2024-06-03T14:21Z")
@@ -132,6 +137,9 @@ def live_form(store: Store) -> None:
     for error in errors:
         st.error(f"Partial: {md_text(error)}")
     if result.rows.empty:
+        if not errors:  # said, or the page would look as if Investigate did nothing
+            st.warning(f"Nothing found: no evidence about {md_text(req.subject)} from "
+                       f"{req.since:%Y-%m-%d %H:%M} to {req.until:%Y-%m-%d %H:%M} UTC.")
         return
     # the failed sources are saved with it: the page moves on, and a shared link must say so too
     failed = [{"source": LIVE_ERRORS, "detail": f"Partial: {e}"} for e in errors]
