@@ -102,9 +102,9 @@ def live_form(store: Store) -> None:
     if not subject.strip():
         st.error("Customer, payment intent or charge id: give the one the incident is about")
         return
-    try:  # an empty or blank time is NaT to pandas, not an error
-        when = pd.Timestamp(around) if around.strip() else pd.NaT
-        if pd.isna(when):
+    try:
+        when = pd.Timestamp(around)
+        if pd.isna(when):  # "" (and "NaT") read as NaT, not as an error
             raise ValueError(around)
         when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
     except ValueError:

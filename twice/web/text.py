@@ -23,8 +23,6 @@ def shown_frame(frame: pd.DataFrame) -> pd.DataFrame:
     character in an id, a title or a source is shown as its code point, never obeyed (a U+202E
     would reorder the cell). The frame given is not changed; numbers and times stay as they are."""
     shown = frame.copy()
-    for col in frame.columns:
-        cells = frame[col]
-        if cells.map(lambda v: isinstance(v, str)).any():
-            shown[col] = cells.map(lambda v: visible(v) if isinstance(v, str) else v)
+    for col in frame.select_dtypes(include=["object", "string"]).columns:
+        shown[col] = frame[col].map(lambda v: visible(v) if isinstance(v, str) else v)
     return shown

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -104,14 +105,14 @@ def _check_file(path: Path) -> None:
     source = str(path)
     require_regular_file(path)  # a FIFO would block SQLite's open
     try:
-        size = path.stat().st_size
+        info = path.stat()
     except FileNotFoundError:
         raise SourceError(source, "file not found") from None
     except OSError as exc:
         raise SourceError(source, f"cannot read: {exc.strerror or exc}") from None
-    if path.is_dir():
+    if stat.S_ISDIR(info.st_mode):
         raise SourceError(source, "is a folder, expected a SqliteSaver file")
-    if not size:
+    if not info.st_size:
         raise SourceError(source, _NOT_SQLITE.format(what="file is empty"))
 
 
