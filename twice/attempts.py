@@ -85,41 +85,60 @@ def payment_roots(events: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     Objects joined by `belongs_to` (a charge to its PaymentIntent, a PaymentIntent or invoice
     payment to its invoice) form one payment; its root is the outermost object. Invoices do not
     join their subscription. Rows without an object have no root.
+
+    Worked on integer codes: an id is a position in `names` (the events' objects in the order
+    first seen, then the parents never seen as objects), a type a position in `types`.
     """
     from twice.grouping import components
 
-    obj = events["object_id"]
-    typ = events["object_type"].astype(object).where(events["object_type"].notna(), None)
-    joins = events["belongs_to"].notna() & typ.isin(["charge", "payment_intent",
-                                                     "invoice_payment"])
-    pairs = events.loc[joins, ["object_id", "belongs_to"]].drop_duplicates()
-    parents = pairs.assign(parent=pairs["belongs_to"].str.split(",")).explode("parent")
-    known = dict(zip(obj, typ, strict=True))
-    parents = parents[parents["parent"].map(known).fillna("") != "subscription"]
-    ids, uniques = pd.factorize(pd.concat([obj.dropna(), parents["object_id"],
-                                           parents["parent"]], ignore_index=True))
-    n_obj = int(obj.notna().sum())
-    n_pairs = len(parents)
-    edges = np.column_stack([ids[n_obj:n_obj + n_pairs], ids[n_obj + n_pairs:]])
-    labels = components(len(uniques), edges)
-    names = pd.Series(uniques, dtype=object)
-    types = names.map(known)
-    rank = types.map(_PAYMENT_RANK).fillna(-1.0)
-    rank[~isin(names, known)] = _UNSEEN_RANK
+    codes, seen = pd.factorize(events["object_id"])  # -1: a row without an object
+    tcodes, types = pd.factorize(events["object_type"])
+    present = codes >= 0
+    n_seen = len(seen)
+    # an object's type, as the last of its rows says it (-1: not said)
+    obj_type = np.full(n_seen, -1, dtype=np.intp)
+    obj_type[codes[present]] = tcodes[present]
+    type_names = np.asarray(types, dtype=object)
+    child_types = [i for i, t in enumerate(type_names)
+                   if t in ("charge", "payment_intent", "invoice_payment")]
+    joins = events["belongs_to"].notna().to_numpy() & np.isin(tcodes, child_types) & present
+    pairs = pd.DataFrame({"child": codes[joins],
+                          "parent": events["belongs_to"].to_numpy(dtype=object)[joins]})
+    pairs = pairs.drop_duplicates()
+    several = pairs["parent"].str.contains(",", regex=False).to_numpy(dtype=bool)
+    if several.any():
+        pairs = pd.concat([pairs[~several], pairs[several].assign(
+            parent=pairs.loc[several, "parent"].str.split(",")).explode("parent")])
+    # the parents' ids as codes: one already seen keeps its code, the others come after
+    pcodes, names = pd.factorize(np.concatenate([np.asarray(seen, dtype=object),
+                                                 pairs["parent"].to_numpy(dtype=object)]))
+    parent = pcodes[n_seen:]
+    child = pairs["child"].to_numpy(dtype=np.intp)
+    subscription = [i for i, t in enumerate(type_names) if t == "subscription"]
+    is_seen = parent < n_seen
+    keep = ~(is_seen & np.isin(obj_type[np.where(is_seen, parent, 0)], subscription))
+    labels = components(len(names), np.column_stack([child[keep], parent[keep]]))
+    rank_of = np.array([_PAYMENT_RANK.get(t, -1.0) for t in type_names] + [-1.0])
+    rank = np.full(len(names), float(_UNSEEN_RANK))
+    rank[:n_seen] = rank_of[obj_type]  # -1 (no type) takes the last: -1.0
     # the root of each component: its member of highest rank (ties: the first seen)
-    order = np.lexsort((np.arange(len(uniques)), -rank.to_numpy(dtype=float), labels))
+    order = np.lexsort((np.arange(len(names)), -rank, labels))
     first = np.ones(len(order), dtype=bool)
     first[1:] = labels[order][1:] != labels[order][:-1]
-    root_at = np.empty(len(uniques), dtype=np.intp)  # a component's label -> its root's position
+    root_at = np.empty(len(names), dtype=np.intp)  # a component's label -> its root's code
     root_at[labels[order][first]] = order[first]
-    roots = names.iloc[root_at[labels]].reset_index(drop=True)
-    row_ids = pd.Series(ids[:n_obj], index=obj.dropna().index)
-    root = row_ids.map(roots).reindex(events.index)
-    root_type = root.map(known)
-    # a parent never seen as an object: typed by what named it (a charge names a PaymentIntent)
-    root_type[root.notna() & root_type.isna()] = "payment_intent"
-    return (root.astype(object).where(root.notna(), None),
-            root_type.astype(object).where(root_type.notna(), None))
+    row_root = root_at[labels[codes[present]]]
+    root = np.full(len(events), None, dtype=object)
+    root[present] = np.asarray(names, dtype=object)[row_root]
+    # a root with no type said (a parent never seen as an object, or an object whose events
+    # do not say it): typed by what named it (a charge names a PaymentIntent); code -1 takes
+    # the last of these names
+    said_or_named = np.array([*type_names, "payment_intent"], dtype=object)
+    root_tcode = np.where(row_root < n_seen, obj_type[np.minimum(row_root, n_seen - 1)], -1)
+    root_type = np.full(len(events), None, dtype=object)
+    root_type[present] = said_or_named[root_tcode]
+    return (pd.Series(root, index=events.index, dtype=object),
+            pd.Series(root_type, index=events.index, dtype=object))
 
 
 def _roles(events: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series, pd.Series]:
@@ -131,21 +150,26 @@ def _roles(events: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series, pd.Se
 
 def _effect_rows(events: pd.DataFrame, by: str) -> pd.DataFrame:
     """One row per value of `by` (a request id, or a payment root) with the effect its events
-    show: the payment's root object, or the refund; requests of neither kind are left out."""
+    show: the payment's root object, or the refund; requests of neither kind are left out.
+
+    Grouped on integer codes of `by` (in the order of its values, as a sort by it would give):
+    grouping on text ids rehashes them at every step."""
     payment, success, failure, refund = _roles(events)
-    ev = events.assign(_payment=payment, _success=success, _failure=failure, _refund=refund)
-    money = ev.groupby(by, sort=False)[["_payment", "_refund"]].transform("any")
+    codes, values = pd.factorize(events[by], sort=True)
+    ev = events.assign(_payment=payment, _success=success, _failure=failure, _refund=refund,
+                       _g=codes)[codes >= 0]
+    money = ev.groupby("_g", sort=False)[["_payment", "_refund"]].transform("any")
     ev = ev[money["_payment"] | money["_refund"]]
     if ev.empty:
         return pd.DataFrame(columns=[by, *_FIELDS, "created", "failed", "refund"])
-    is_payment_req = ev.groupby(by, sort=False)["_payment"].transform("any")
+    is_payment_req = ev.groupby("_g", sort=False)["_payment"].transform("any")
     # the events that name the effect: payment events of a payment request (the root first,
     # then the PaymentIntent and charge), refund events of a refund (the refund object first)
     primary = ev[(ev["_payment"] & is_payment_req) | (ev["_refund"] & ~is_payment_req)].copy()
     primary["_rank"] = -primary["object_type"].map(
         {"refund": 5, **_PAYMENT_RANK}).fillna(-1).astype(float)
-    primary = primary.sort_values([by, "_rank", "at"], kind="stable")
-    g = primary.groupby(by, sort=False)
+    primary = primary.sort_values(["_g", "_rank", "at"], kind="stable")
+    g = primary.groupby("_g", sort=False)
     out = g.agg(
         at=("at", "min"),
         idempotency_key=("idempotency_key", "first"),
@@ -165,17 +189,18 @@ def _effect_rows(events: pd.DataFrame, by: str) -> pd.DataFrame:
         key_known=("key_recorded", "max"),
     ).reset_index()
     # the customer may be named only by another event of the request (a refund's charge)
-    subject = ev.dropna(subset=["subject"]).drop_duplicates(by).set_index(by)["subject"]
-    out["subject"] = out["subject"].where(out["subject"].notna(), out[by].map(subject))
-    is_refund = out[by].map(is_payment_req.groupby(ev[by]).first()).eq(False)
+    subject = ev.dropna(subset=["subject"]).drop_duplicates("_g").set_index("_g")["subject"]
+    out["subject"] = out["subject"].where(out["subject"].notna(), out["_g"].map(subject))
+    is_refund = out["_g"].map(is_payment_req.groupby(ev["_g"]).first()).eq(False)
     out["refund"] = is_refund
     out.loc[is_refund, "object_type"] = "refund"
-    refund_ids = primary[primary["object_type"] == "refund"].drop_duplicates(by).set_index(by)[
-        "object_id"]
-    out.loc[is_refund, "object_id"] = out.loc[is_refund, by].map(refund_ids)
+    refund_ids = primary[primary["object_type"] == "refund"].drop_duplicates("_g").set_index(
+        "_g")["object_id"]
+    out.loc[is_refund, "object_id"] = out.loc[is_refund, "_g"].map(refund_ids)
     out["created"] = out["success"] | ~out["failure"]
     out["failed"] = out["failure"] & ~out["success"]
-    return out.drop(columns=["success", "failure"])
+    out.insert(0, by, values.take(out["_g"].to_numpy()).array)
+    return out.drop(columns=["success", "failure", "_g"])
 
 
 def _event_requests(events: pd.DataFrame) -> pd.DataFrame:
@@ -256,7 +281,9 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
             continue
         # Request logs give the request's own time and status; events the effect's details.
         ours, theirs = merged[col], merged[f"{col}_ev"]
-        if ours.dtype != theirs.dtype:  # e.g. no request logs: an all-null object column
+        if col == "at":  # kept a time column: an all-null side would make it Python objects
+            ours, theirs = pd.to_datetime(ours, utc=True), pd.to_datetime(theirs, utc=True)
+        elif ours.dtype != theirs.dtype:  # e.g. no request logs: an all-null object column
             ours, theirs = ours.astype(object), theirs.astype(object)
         if col in ("at", "method", "origin", "status"):
             merged[col] = ours.where(ours.notna(), theirs)
@@ -321,7 +348,8 @@ def normalize(attempts: pd.DataFrame) -> pd.DataFrame:
     for col in out.columns:
         if col == "at":
             if str(out[col].dtype) != "datetime64[ns, UTC]":
-                out[col] = pd.to_datetime(out[col], utc=True)
+                # nanoseconds whatever the source's unit: clock offsets are fractions of seconds
+                out[col] = pd.to_datetime(out[col], utc=True).dt.as_unit("ns")
         elif col in ("amount", "status"):
             out[col] = pd.to_numeric(out[col], errors="coerce").astype("Int64")
         elif col in ("key_recorded", "customer_known"):

@@ -40,18 +40,26 @@ def components(n: int, edges: np.ndarray) -> np.ndarray:
         labels = new
 
 
-def _chain_edges(df: pd.DataFrame, by: list[str]) -> np.ndarray:
-    """Edges between consecutive rows (positions) sharing all of `by` (rows sorted by time)."""
-    sub = df[[*by, "at", "_pos"]].dropna(subset=by)
-    if len(sub) < 2:
+def _chain_edges(df: pd.DataFrame, by: str) -> np.ndarray:
+    """Edges between consecutive rows (positions) sharing `by` (rows in time order)."""
+    codes, _ = pd.factorize(df[by])
+    has = codes >= 0
+    if has.sum() < 2:
         return np.empty((0, 2), dtype=int)
-    sub = sub.sort_values([*by, "at"], kind="stable")
-    same = np.ones(len(sub) - 1, dtype=bool)
-    for col in by:
-        values = sub[col].astype(str).to_numpy()
-        same &= values[1:] == values[:-1]
-    pos = sub["_pos"].to_numpy()
+    codes, pos = codes[has], df["_pos"].to_numpy()[has]
+    order = np.lexsort((df["at"].astype("int64").to_numpy()[has], codes))  # stable
+    codes, pos = codes[order], pos[order]
+    same = codes[1:] == codes[:-1]
     return np.column_stack([pos[:-1][same], pos[1:][same]])
+
+
+def _codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """One integer per row, equal where the rows agree on every column (no missing values)."""
+    out = np.zeros(len(frame), dtype=np.int64)
+    for col in columns:
+        codes, uniques = pd.factorize(frame[col])
+        out, _ = pd.factorize(out * len(uniques) + codes)
+    return out
 
 
 def reemission_pairs(timeline: pd.DataFrame) -> list[tuple[str, str]]:
@@ -89,7 +97,7 @@ def group_attempts(attempts: pd.DataFrame, timeline: pd.DataFrame,
     if n == 0:
         return pd.Series([], dtype=int)
     df = attempts.reset_index(drop=True).assign(_pos=np.arange(n))
-    edges = [_chain_edges(df, ["idempotency_key"]), _chain_edges(df, ["tool_call_id"])]
+    edges = [_chain_edges(df, "idempotency_key"), _chain_edges(df, "tool_call_id")]
 
     # the model asking again: join the attempts of both tool calls
     first_pos = df.dropna(subset=["tool_call_id"]).drop_duplicates("tool_call_id").set_index(
@@ -122,11 +130,10 @@ def _unlinked_edges(df: pd.DataFrame, window_s: float) -> np.ndarray:
         return np.empty((0, 2), dtype=np.intp)
     cand = cand.assign(currency=cand["currency"].fillna(""),
                        object_type=cand["object_type"].fillna(""))
-    cand = cand.sort_values([*key, "at"], kind="stable")
-    same = np.ones(len(cand) - 1, dtype=bool)
-    for col in key:
-        v = cand[col].astype(str).to_numpy()
-        same &= v[1:] == v[:-1]
+    codes = _codes(cand, key)
+    order = np.lexsort((cand["at"].astype("int64").to_numpy(), codes))  # stable
+    cand, codes = cand.iloc[order], codes[order]
+    same = codes[1:] == codes[:-1]
     th = cand["thread_id"].to_numpy(dtype=object)
     same &= pd.isna(th[1:]) | pd.isna(th[:-1]) | (th[1:] == th[:-1])
     t = cand["at"].astype("int64").to_numpy().astype("float64")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from twice.attempts import moves_money, provider_attempts
+from twice.attempts import moves_money, payment_roots, provider_attempts
 from twice.connectors.provider import request_log, stripe_events, stripe_logs
 from twice.timeline import concat
 
@@ -212,3 +212,28 @@ def test_a_successful_request_no_event_names_was_answered_from_the_cache(tmp_pat
     out = attempts_of(events, stripe_logs.load(logs).rows).set_index("attempt_id")
     assert out["effect"].to_dict() == {"req_1": "created", "req_2": "replayed",
                                        "req_3": "unknown"}
+
+
+def test_payment_roots_follow_what_each_object_belongs_to() -> None:
+    """The graph cases one by one, on timeline rows: a charge of a PaymentIntent of an invoice
+    (two parents in one field), an invoice payment, a parent never seen as an object, an object
+    whose events do not say its type, a subscription that no payment joins, a row without an
+    object."""
+    rows = pd.DataFrame([
+        ("ch_1", "charge", "pi_1,in_1"), ("pi_1", "payment_intent", "in_1"),
+        ("in_1", "invoice", "sub_1"), ("sub_1", "subscription", None),
+        ("ch_2", "charge", "pi_2"),  # pi_2 has no event of its own
+        ("inpay_3", "invoice_payment", "in_3,pi_3"), ("pi_3", "payment_intent", None),
+        ("ch_4", "charge", "sub_1"),  # a subscription never joins a payment
+        ("x_5", None, None), (None, None, None),
+        ("ch_1", "charge", "pi_1,in_1"),  # a second event on an object seen before
+    ], columns=["object_id", "object_type", "belongs_to"], index=range(10, 21)).astype(
+        "string")
+    root, root_type = payment_roots(rows)
+    assert root.index.equals(rows.index)
+    # the outermost member is the root: an invoice, then a PaymentIntent, then one never seen
+    assert root.tolist() == ["in_1", "in_1", "in_1", "sub_1", "pi_2", "pi_3", "pi_3",
+                             "ch_4", "x_5", None, "in_1"]
+    assert root_type.tolist() == ["invoice", "invoice", "invoice", "subscription",
+                                  "payment_intent", "payment_intent", "payment_intent",
+                                  "charge", "payment_intent", None, "invoice"]
