@@ -295,8 +295,8 @@ def _apply_http(att: pd.DataFrame, matched: pd.DataFrame, http: pd.DataFrame, *,
         # the key the client span saw on the wire, where the provider's records do not say
         # (stripe logs tail, events before 2017-05-25); a span found by time alone is one only
         # this attempt can have sent (`_link_http_windows`)
-        seen = matched["span_id"].map(
-            http.drop_duplicates("span_id").set_index("span_id")["idempotency_key"])
+        seen = pd.Series(http["idempotency_key"].array.take(
+            _span_positions(http, matched["span_id"]), allow_fill=True))
         fill = att.loc[idx, "idempotency_key"].isna().to_numpy() & \
             ~att.loc[idx, "key_recorded"].astype(bool).to_numpy() & seen.notna().to_numpy()
         att.loc[idx[fill], "idempotency_key"] = seen.to_numpy()[fill]
