@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from twice.timeline import Kind, isin
+from twice.windows import HTTP_COLS
 
 ATTEMPT_COLUMNS = [
     "attempt_id", "at", "request_id", "idempotency_key", "method", "path", "status",
@@ -354,6 +355,8 @@ def normalize(attempts: pd.DataFrame) -> pd.DataFrame:
             out[col] = pd.to_numeric(out[col], errors="coerce").astype("Int64")
         elif col in ("key_recorded", "customer_known"):
             out[col] = out[col].astype("boolean").fillna(False).astype(bool)
+        elif str(out[col].dtype) in ("Int64", "bool", "datetime64[ns, UTC]"):
+            continue  # counts and flags keep their types
         else:
             out[col] = out[col].astype(object).where(out[col].notna(), None)
     return out
@@ -394,3 +397,58 @@ def infer_replays(attempts: pd.DataFrame) -> None:
     attempts.loc[replay, "effect"] = "replayed"
     # A request with the key that created again was NOT deduplicated (key expired or not
     # honoured): it stays "created".
+
+
+def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
+    """Without provider records, count executions on the agent's side: one per tool span, and one
+    per checkpointed tool call that no span covers."""
+    spans = timeline[timeline["kind"] == Kind.TOOL_SPAN.value]
+    calls = timeline[(timeline["kind"] == Kind.TOOL_CALL.value)
+                     & ~isin(timeline["tool_call_id"], spans["tool_call_id"].dropna())]
+    cols = ["at", "tool_call_id", "thread_id", "subject", "amount", "currency", "worker"]
+    out = pd.concat([
+        spans[cols].assign(attempt_id="span:" + spans["span_id"].astype(str),
+                           tool_span_id=spans["span_id"], source="spans"),
+        calls[cols].assign(attempt_id="call:" + calls["tool_call_id"].astype(str),
+                           source="checkpoints"),
+    ], ignore_index=True)
+    out["effect"] = "unknown"
+    out["key_recorded"] = False
+    return normalize(out.reindex(columns=[*ATTEMPT_COLUMNS, "tool_span_id"])).sort_values(
+        "at", ignore_index=True)
+
+
+def requests_named_by_spans(att: pd.DataFrame, http: pd.DataFrame, strong: pd.DataFrame,
+                            provider_offset: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Provider requests known only from the client span that captured their request id (an
+    idempotent replay emits no event, and events are often the only export): attempts too,
+    on the span's time, answered as the span says (replayed, refused or unknown)."""
+    if att.empty or "request_id" not in http:
+        return att, strong
+    named = http[http["request_id"].notna() & ~isin(http["request_id"], att["request_id"])
+                 & (http["method"].fillna("POST").str.upper() == "POST")
+                 & http["path"].map(moves_money).astype(bool)].drop_duplicates("request_id")
+    if named.empty:
+        return att, strong
+    status = pd.to_numeric(named["status"], errors="coerce")
+    refused = status.ge(400).fillna(False).astype(bool).to_numpy()
+    replayed = (named["outcome"] == "replayed").fillna(False).astype(bool).to_numpy()
+    effect = np.where(replayed, "replayed", np.where(refused, "failed", "unknown"))
+    at = pd.to_datetime(named["at"], utc=True)
+    extra = pd.DataFrame({
+        "attempt_id": named["request_id"].to_numpy(), "request_id": named["request_id"].to_numpy(),
+        "at": at.to_numpy(), "at_raw": (at + pd.to_timedelta(provider_offset, unit="s")).to_numpy(),
+        "idempotency_key": named["idempotency_key"].to_numpy(), "method": "POST",
+        "path": named["path"].to_numpy(), "status": status.to_numpy(), "effect": effect,
+        "source": "spans", "key_recorded": False, "initiator": "api",
+        "subject": named["subject"].to_numpy(), "amount": named["amount"].to_numpy(),
+        "currency": named["currency"].to_numpy(), "time_basis": "http_span",
+    })
+    extra = normalize(extra.reindex(columns=att.columns))
+    extra["at"] = pd.to_datetime(extra["at"], utc=True)
+    extra.index = pd.RangeIndex(len(att), len(att) + len(extra))
+    out = pd.concat([att, extra])
+    matched = named.assign(link="request_id").set_index(extra.index)
+    infer_replays(out)
+    return out, pd.concat([strong, matched[[c for c in matched.columns if c in HTTP_COLS]
+                                           + ["link"]]])

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from twice.matching import NS, agree, best_offset, ns, stab, whole_seconds
 from twice.timeline import Kind
+from twice.windows import frame, http_spans, provider_content, span_end, tool_windows
 
-NS = 1_000_000_000
 MAX_OFFSET_S = 300.0  # clocks further apart than this are not searched
 SAMPLE = 400  # provider requests the offset is voted on (evenly spread over the evidence)
 THIN = 3  # fewer supporting records than this: the offset is flagged as thin
@@ -50,111 +51,15 @@ class ClockOffset:
                 f"{self.pairs} records support it: {self.basis}")
 
 
-def stab(times: np.ndarray, starts: np.ndarray, ends: np.ndarray, tol: float
-         ) -> tuple[np.ndarray, np.ndarray]:
-    """All (query, interval) position pairs where times[q] lies in [start - tol, end + tol].
-
-    Intervals are grouped by length (powers of ten): within a group every containing interval
-    starts within `length + tol` before the time, so a sorted search finds them; the work grows
-    with the matches, not with queries x intervals. `ends` may be +inf (open intervals).
-    """
-    if not len(times) or not len(starts):
-        return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp)
-    length = np.maximum(ends - starts, 0.0)
-    finite = np.isfinite(length)
-    bucket = np.full(len(starts), 99, dtype=int)
-    bucket[finite] = np.ceil(np.log10(np.maximum(length[finite], 1.0))).astype(int)
-    out_q: list[np.ndarray] = []
-    out_w: list[np.ndarray] = []
-    for b in np.unique(bucket):
-        members = np.flatnonzero(bucket == b)
-        order = members[np.argsort(starts[members], kind="stable")]
-        s = starts[order]
-        longest = np.inf if b == 99 else float(length[members].max())
-        lo = np.zeros(len(times), dtype=np.intp) if not np.isfinite(longest) else \
-            np.searchsorted(s, times - longest - tol, side="left")
-        hi = np.searchsorted(s, times + tol, side="right")
-        counts = np.maximum(hi - lo, 0)
-        total = int(counts.sum())
-        if not total:
-            continue
-        q = np.repeat(np.arange(len(times)), counts)
-        offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-        w = order[np.repeat(lo, counts) + offsets]
-        keep = ends[w] + tol >= times[q]
-        out_q.append(q[keep])
-        out_w.append(w[keep])
-    if not out_q:
-        return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp)
-    return np.concatenate(out_q), np.concatenate(out_w)
-
-
-def best_offset(owner: np.ndarray, low: np.ndarray, high: np.ndarray
-                ) -> tuple[float, float, int, bool] | None:
-    """The offset range [lo, hi] that the most owners' intervals cover, and how many; among
-    equally supported ranges the one nearest zero (clocks are usually close). Also whether the
-    choice was a tie between separate ranges. None without intervals."""
-    if not len(owner):
-        return None
-    frame = pd.DataFrame({"o": owner, "lo": low, "hi": high}).sort_values(["o", "lo"])
-    # merge each owner's overlapping intervals: an owner counts once wherever it is covered
-    o, lo, hi = frame["o"].to_numpy(), frame["lo"].to_numpy(), frame["hi"].to_numpy()
-    run_hi = pd.Series(hi).groupby(o).cummax().to_numpy()
-    new = np.ones(len(o), dtype=bool)
-    new[1:] = (o[1:] != o[:-1]) | (lo[1:] > run_hi[:-1])
-    seg = np.cumsum(new) - 1
-    m_lo = pd.Series(lo).groupby(seg).min().to_numpy()
-    m_hi = pd.Series(run_hi).groupby(seg).max().to_numpy()
-    points = np.concatenate([m_lo, m_hi])
-    delta = np.concatenate([np.ones(len(m_lo)), -np.ones(len(m_hi))])
-    order = np.lexsort((-delta, points))  # at one point, openings before closings
-    points, delta = points[order], delta[order]
-    cover = np.cumsum(delta)
-    top = cover.max()
-    starts = np.flatnonzero(cover == top)
-    ranges = [(points[i], points[i + 1] if i + 1 < len(points) else points[i]) for i in starts]
-    ranges = [r for r in ranges if r[1] >= r[0]]
-    distinct: list[tuple[float, float]] = []
-    for r in ranges:
-        if distinct and r[0] <= distinct[-1][1]:
-            distinct[-1] = (distinct[-1][0], max(distinct[-1][1], r[1]))
-        else:
-            distinct.append(r)
-    chosen = min(distinct, key=lambda r: 0.0 if r[0] <= 0 <= r[1] else min(abs(r[0]),
-                                                                            abs(r[1])))
-    return float(chosen[0]), float(chosen[1]), int(top), len(distinct) > 1
-
-
-def _frame(timeline: pd.DataFrame, kind: Kind, columns: list[str]) -> pd.DataFrame:
-    return timeline.loc[timeline["kind"] == kind.value, columns]
-
-
-def _ns(series: pd.Series) -> np.ndarray:
-    return series.astype("int64").to_numpy().astype("float64")
-
-
-def _second_resolution(times: pd.Series) -> bool:
-    ns = times.dropna().astype("int64")
-    return bool(len(ns)) and bool((ns % NS == 0).all())
-
-
-def span_end(frame: pd.DataFrame) -> pd.Series:
-    """Span ends on the reference clock (`end` is raw; a span's shift is `at_aligned - at`)."""
-    end = frame["end"].fillna(frame["at"])
-    if "at_aligned" not in frame:
-        return end
-    return end + (frame["at_aligned"] - frame["at"])
-
-
 def checkpoint_offset(timeline: pd.DataFrame) -> ClockOffset | None:
     """Checkpoints vs spans: the checkpoint holding a tool result is written just after the tool
     span that produced it ended; without tool call ids on the spans, the checkpoint holding a
     tool call is written just before the first tool span of that thread, tool and arguments
     starts. Only corrected when the disagreement is clear (> 0.5 s). Spans are read on the
     reference clock (`at_aligned`), checkpoints on their own (`at`)."""
-    results = _frame(timeline, Kind.TOOL_RESULT, ["tool_call_id", "at"]
+    results = frame(timeline, Kind.TOOL_RESULT, ["tool_call_id", "at"]
                      ).drop_duplicates("tool_call_id")
-    spans = _frame(timeline, Kind.TOOL_SPAN, ["tool_call_id", "at", "at_aligned", "end",
+    spans = frame(timeline, Kind.TOOL_SPAN, ["tool_call_id", "at", "at_aligned", "end",
                                               "thread_id", "tool_name", "args_fingerprint"])
     spans = spans.assign(end=span_end(spans).where(spans["end"].notna()),
                          at=spans["at_aligned"])
@@ -165,11 +70,11 @@ def checkpoint_offset(timeline: pd.DataFrame) -> ClockOffset | None:
         last = ended.sort_values("end").drop_duplicates("tool_call_id", keep="last")
         pairs = results[["tool_call_id", "at"]].merge(last[["tool_call_id", "end"]],
                                                       on="tool_call_id")
-        diffs = (_ns(pairs["at"]) - _ns(pairs["end"])) / NS
+        diffs = (ns(pairs["at"]) - ns(pairs["end"])) / NS
         basis = "checkpoint with a tool result vs. the end of that tool's span"
     if not len(diffs):
         intent = ["thread_id", "tool_name", "args_fingerprint"]
-        calls = _frame(timeline, Kind.TOOL_CALL, ["at", *intent]).dropna(subset=intent)
+        calls = frame(timeline, Kind.TOOL_CALL, ["at", *intent]).dropna(subset=intent)
         firsts = spans.dropna(subset=intent).sort_values("at")
         if not calls.empty and not firsts.empty:
             calls = calls.sort_values("at").rename(columns={"at": "call_at"})
@@ -180,7 +85,7 @@ def checkpoint_offset(timeline: pd.DataFrame) -> ClockOffset | None:
                                   right_on="span_at", by=intent, direction="nearest",
                                   tolerance=pd.Timedelta(seconds=60)).dropna(
                 subset=["span_at"]).drop_duplicates("span_at")
-            diffs = (_ns(pairs["call_at"]) - _ns(pairs["span_at"])) / NS
+            diffs = (ns(pairs["call_at"]) - ns(pairs["span_at"])) / NS
             basis = ("checkpoint with a tool call vs. the start of the tool span with that "
                      "thread, tool and arguments")
     if not len(diffs):
@@ -288,7 +193,7 @@ def _provider_offset(attempts: pd.DataFrame, strong: pd.DataFrame, aligned: pd.D
         return None
     if len(strong):
         return _paired_offset(attempts, strong, reference)
-    half = 0.5 * NS if _second_resolution(attempts["at_raw"]) else 0.0
+    half = 0.5 * NS if whole_seconds(attempts["at_raw"]) else 0.0
     return _voted_offset(attempts, aligned, reference, 2 * half / NS)
 
 
@@ -298,10 +203,10 @@ def _paired_offset(attempts: pd.DataFrame, strong: pd.DataFrame, reference: str
     the provider logged the request while the span was open, just after it began."""
     if attempts.empty or not len(strong):
         return None
-    half = 0.5 * NS if _second_resolution(attempts["at_raw"]) else 0.0
+    half = 0.5 * NS if whole_seconds(attempts["at_raw"]) else 0.0
     span_start = pd.to_datetime(strong["span_at"], utc=True)
     prov = attempts.loc[strong.index, "at_raw"]
-    diffs = (_ns(prov) + half - _ns(span_start)) / NS
+    diffs = (ns(prov) + half - ns(span_start)) / NS
     return ClockOffset("provider", round(float(np.median(diffs)), 3), len(diffs),
                        "provider request time vs. the HTTP client span that sent it "
                        "(its request id or key)", reference,
@@ -322,9 +227,7 @@ def _intervals(att: pd.DataFrame, windows: pd.DataFrame, resolution: float, *,
                content: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(attempt position, lowest, highest offset) for which an attempt's provider time falls
     inside a window (provider time - offset within [start, end]), offsets within `around`."""
-    from twice.link import agree
-
-    t = _ns(att["at_raw"]) / NS
+    t = ns(att["at_raw"]) / NS
     starts = windows["start"].to_numpy(dtype="float64") / NS
     ends = windows["end"].to_numpy(dtype="float64") / NS
     lo_off, hi_off = around
@@ -342,17 +245,15 @@ def _intervals(att: pd.DataFrame, windows: pd.DataFrame, resolution: float, *,
 
 def _voted_offset(attempts: pd.DataFrame, aligned: pd.DataFrame, reference: str,
                   resolution: float) -> ClockOffset | None:
-    from twice.link import _http_spans, provider_content, tool_windows
-
     att = provider_content(_sample(attempts)).reset_index(drop=True)
     if att.empty:
         return None
     spans, calls = tool_windows(aligned)
-    http = _http_spans(aligned)
+    http = http_spans(aligned)
     http = http[http["end"].notna()]
     http_windows = pd.DataFrame({
-        "start": _ns(http["at"]),
-        "end": _ns(http["end"]), "subject": http["subject"].to_numpy(),
+        "start": ns(http["at"]),
+        "end": ns(http["end"]), "subject": http["subject"].to_numpy(),
         "amount": http["amount"].to_numpy(), "currency": http["currency"].to_numpy()})
     told = [f[f["subject"].notna() & np.isfinite(f["end"])] for f in (spans, calls)]
     told.append(http_windows[http_windows["subject"].notna()])

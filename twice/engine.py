@@ -10,13 +10,13 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from twice.attempts import ATTEMPT_COLUMNS, normalize, provider_attempts
-from twice.findings import findings_for
+from twice.attempts import agent_attempts, provider_attempts
+from twice.findings import Finding, findings_for
 from twice.grouping import group_attempts
 from twice.layers import BY_SEVERITY, Bands, Layer
 from twice.link import ClockOffset, link
-from twice.timeline import Kind, SourceWarning, isin
-from twice.verdict import Attempt, Context, Duplicate, Finding, judge
+from twice.timeline import SourceWarning
+from twice.verdict import Attempt, Context, Duplicate, judge
 
 # How bad a layer is to have found, for "worst layer" summaries (unprotected first).
 LAYER_ORDER = list(BY_SEVERITY)
@@ -74,25 +74,6 @@ class Analysis:
     timeline: pd.DataFrame  # with at_aligned filled in
     offsets: list[ClockOffset]
     warnings: list[SourceWarning]
-
-
-def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
-    """Without provider records, count executions on the agent's side: one per tool span, and one
-    per checkpointed tool call that no span covers."""
-    spans = timeline[timeline["kind"] == Kind.TOOL_SPAN.value]
-    calls = timeline[(timeline["kind"] == Kind.TOOL_CALL.value)
-                     & ~isin(timeline["tool_call_id"], spans["tool_call_id"].dropna())]
-    cols = ["at", "tool_call_id", "thread_id", "subject", "amount", "currency", "worker"]
-    out = pd.concat([
-        spans[cols].assign(attempt_id="span:" + spans["span_id"].astype(str),
-                           tool_span_id=spans["span_id"], source="spans"),
-        calls[cols].assign(attempt_id="call:" + calls["tool_call_id"].astype(str),
-                           source="checkpoints"),
-    ], ignore_index=True)
-    out["effect"] = "unknown"
-    out["key_recorded"] = False
-    return normalize(out.reindex(columns=[*ATTEMPT_COLUMNS, "tool_span_id"])).sort_values(
-        "at", ignore_index=True)
 
 
 def _duplicates(records: list[Attempt], ctx: Context) -> list[Duplicate]:

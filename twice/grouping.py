@@ -134,8 +134,9 @@ def _unlinked_edges(df: pd.DataFrame, window_s: float) -> np.ndarray:
     order = np.lexsort((cand["at"].astype("int64").to_numpy(), codes))  # stable
     cand, codes = cand.iloc[order], codes[order]
     same = codes[1:] == codes[:-1]
-    th = cand["thread_id"].to_numpy(dtype=object)
-    same &= pd.isna(th[1:]) | pd.isna(th[:-1]) | (th[1:] == th[:-1])
+    # threads as integer codes: a missing thread (None, NaN or pd.NA alike) is -1
+    th, _ = pd.factorize(cand["thread_id"])
+    same &= (th[1:] < 0) | (th[:-1] < 0) | (th[1:] == th[:-1])
     t = cand["at"].astype("int64").to_numpy().astype("float64")
     gap = np.where(same, t[1:] - t[:-1], np.inf)
     gap[gap > window_s * 1e9] = np.inf

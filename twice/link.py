@@ -17,72 +17,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from twice.attempts import infer_replays, moves_money, normalize
-from twice.clocks import NS, ClockOffset, align, span_end, stab
-from twice.timeline import Kind, derived_key, isin
+from twice.attempts import normalize, requests_named_by_spans
+from twice.clocks import ClockOffset, align
+from twice.matching import CONTENT, NS, agree, known, ns, one_to_one, stab, whole_seconds
+from twice.timeline import derived_key, isin
+from twice.windows import HTTP_COLS, http_spans, provider_content, tool_windows
 
-__all__ = ["NS", "ClockOffset", "agree", "link"]
-
-_CONTENT = ("subject", "amount", "currency")
-
-
-def _frame(timeline: pd.DataFrame, kind: Kind, columns: list[str]) -> pd.DataFrame:
-    """The rows of one kind, with only the columns a step reads (a timeline has 38)."""
-    return timeline.loc[timeline["kind"] == kind.value, columns]
-
-
-def _ns(series: pd.Series) -> np.ndarray:
-    return series.astype("int64").to_numpy().astype("float64")
-
-
-def _texts(col: pd.Series) -> np.ndarray:
-    """Values as comparable text (Int64 and float amounts must meet); None stays None."""
-    out = col.astype(object).to_numpy()
-    result = np.empty(len(out), dtype=object)
-    for i, v in enumerate(out):
-        if v is None or v is pd.NA or (isinstance(v, float) and v != v):
-            result[i] = None
-        elif isinstance(v, float):
-            result[i] = str(int(v))
-        else:
-            result[i] = str(v).lower() if isinstance(v, str) else str(v)
-    return result
-
-
-def agree(left: pd.DataFrame, right: pd.DataFrame, columns: tuple[str, ...] = _CONTENT
-          ) -> np.ndarray:
-    """Row by row: every column both sides know holds the same value (pairs aligned by position).
-    Also how many columns were known on both sides, to rank the matches."""
-    ok = np.ones(len(left), dtype=bool)
-    for col in columns:
-        if col not in left or col not in right:
-            continue
-        x, y = _texts(left[col]), _texts(right[col])
-        both = (x != None) & (y != None)  # noqa: E711 - element-wise over object arrays
-        ok &= ~both | (x == y)
-    return ok
-
-
-NO_CUSTOMER = ""  # a subject the provider knows to be empty, for `agree`
-
-
-def provider_content(att: pd.DataFrame) -> pd.DataFrame:
-    """Attempts with what the provider knows of their effect: a payment object in Stripe's
-    events always carries its `customer`, so a null there is a payment without a customer (a
-    guest checkout), which agrees with no tool call that named one; elsewhere null stays
-    unknown."""
-    if "customer_known" not in att:
-        return att
-    empty = att["customer_known"].fillna(False).astype(bool) & att["subject"].isna()
-    if not empty.any():
-        return att
-    return att.assign(subject=att["subject"].where(~empty, NO_CUSTOMER))
-
-
-def _known(frame: pd.DataFrame, columns: tuple[str, ...] = _CONTENT) -> np.ndarray:
-    """How many of `columns` each row knows."""
-    return sum((frame[c].notna().to_numpy() for c in columns if c in frame),
-               np.zeros(len(frame), dtype=int))
+__all__ = ["ClockOffset", "link"]
 
 
 def _match_by(attempts: pd.DataFrame, spans: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -115,38 +56,6 @@ def _match_by(attempts: pd.DataFrame, spans: pd.DataFrame, column: str) -> pd.Da
     return out.set_index("_attempt")
 
 
-_HTTP_COLS = ["span_id", "at", "end", "parent_span_id", "tool_span_id", "tool_call_id",
-              "thread_id", "resend_count", "proxy_attempt", "worker", "subject", "amount",
-              "currency", "content", "trace_id"]
-
-
-def _http_spans(timeline: pd.DataFrame) -> pd.DataFrame:
-    """HTTP client spans, with the tool call and the effect fields of the tool span above them
-    (when the instrumentation nests them)."""
-    http = _frame(timeline, Kind.HTTP_SPAN, [
-        "span_id", "at", "at_aligned", "end", "parent_span_id", "tool_call_id", "thread_id",
-        "resend_count", "proxy_attempt", "worker", "request_id", "idempotency_key", "method",
-        "path", "trace_id", "status", "outcome"])
-    # on the reference clock (a host's clock may run off the others')
-    http = http.assign(end=span_end(http).where(http["end"].notna()), at=http["at_aligned"])
-    http = http.drop(columns="at_aligned")
-    tools = _frame(timeline, Kind.TOOL_SPAN,
-                   ["span_id", "subject", "amount", "currency", "tool_call_id", "thread_id"])
-    http = http.merge(tools.rename(columns=lambda c: f"tool_{c}"),
-                      left_on="parent_span_id", right_on="tool_span_id", how="left")
-    http = http.assign(
-        tool_call_id=http["tool_call_id"].fillna(http["tool_tool_call_id"]),
-        thread_id=http["thread_id"].fillna(http["tool_thread_id"]),
-        subject=http["tool_subject"], amount=http["tool_amount"],
-        currency=http["tool_currency"],
-    )
-    http["content"] = _known(http) > 0
-    # a span's trace says which run it belongs to only when it is nested in that run (HTTP
-    # client spans made outside the agent's context are each a trace of their own)
-    http["trace_id"] = http["trace_id"].where(http["parent_span_id"].notna())
-    return http
-
-
 def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.0
          ) -> tuple[pd.DataFrame, pd.DataFrame, list[ClockOffset]]:
     """Return (attempts with agent-side links, timeline with at_aligned, clock offsets)."""
@@ -160,14 +69,14 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
     metadata = att["thread_id"].notna() | att["tool_call_id"].notna()
     att.loc[metadata, "link"] = "metadata"
 
-    http = _http_spans(timeline)
+    http = http_spans(timeline)
 
     # 1. strong links on identifiers both sides recorded
-    strong = pd.DataFrame(columns=_HTTP_COLS)
+    strong = pd.DataFrame(columns=HTTP_COLS)
     if not att.empty and not http.empty:
-        by_req = _match_by(att, http[[*_HTTP_COLS, "request_id"]], "request_id")
+        by_req = _match_by(att, http[[*HTTP_COLS, "request_id"]], "request_id")
         rest = att.drop(index=by_req.index, errors="ignore")
-        by_key = _match_by(rest, http[[*_HTTP_COLS, "idempotency_key"]], "idempotency_key")
+        by_key = _match_by(rest, http[[*HTTP_COLS, "idempotency_key"]], "idempotency_key")
         strong = pd.concat([by_req.assign(link="request_id"),
                             by_key.assign(link="idempotency_key")])
 
@@ -175,10 +84,10 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
     aligned, offsets, provider_offset = align(timeline, att, strong)
     att["at"] = att["at_raw"] - pd.to_timedelta(provider_offset, unit="s")
     tol_ns = int(_tolerance(offsets, tolerance_s) * NS)
-    res_ns = NS if _whole_seconds(att["at_raw"]) else 0
+    res_ns = NS if whole_seconds(att["at_raw"]) else 0
 
-    http = _http_spans(aligned)  # on the reference clock now
-    att, strong = _requests_only_spans_name(att, http, strong, provider_offset)
+    http = http_spans(aligned)  # on the reference clock now
+    att, strong = requests_named_by_spans(att, http, strong, provider_offset)
     _apply_http(att, strong, http, trusted=True)
     _link_derived_keys(att, timeline)
 
@@ -195,6 +104,9 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
                                         index=att.index[solo])
         att.loc[solo, "time_basis"] = "http_span"
     att["at"] = pd.to_datetime(att["at"], utc=True)
+    # every text column back to None for missing: the steps above copy values in from frames
+    # that say pd.NA, and a comparison with pd.NA has no truth value
+    att = normalize(att)
     return att.sort_values(["at", "attempt_id"], ignore_index=True), aligned, offsets
 
 
@@ -217,42 +129,6 @@ def _span_rows(http: pd.DataFrame, span_ids: pd.Series) -> pd.DataFrame:
     return http.iloc[pos]
 
 
-def _requests_only_spans_name(att: pd.DataFrame, http: pd.DataFrame, strong: pd.DataFrame,
-                              provider_offset: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Provider requests known only from the client span that captured their request id (an
-    idempotent replay emits no event, and events are often the only export): attempts too,
-    on the span's time, answered as the span says (replayed, refused or unknown)."""
-    if att.empty or "request_id" not in http:
-        return att, strong
-    named = http[http["request_id"].notna() & ~isin(http["request_id"], att["request_id"])
-                 & (http["method"].fillna("POST").str.upper() == "POST")
-                 & http["path"].map(moves_money).astype(bool)].drop_duplicates("request_id")
-    if named.empty:
-        return att, strong
-    status = pd.to_numeric(named["status"], errors="coerce")
-    refused = status.ge(400).fillna(False).astype(bool).to_numpy()
-    replayed = (named["outcome"] == "replayed").fillna(False).astype(bool).to_numpy()
-    effect = np.where(replayed, "replayed", np.where(refused, "failed", "unknown"))
-    at = pd.to_datetime(named["at"], utc=True)
-    extra = pd.DataFrame({
-        "attempt_id": named["request_id"].to_numpy(), "request_id": named["request_id"].to_numpy(),
-        "at": at.to_numpy(), "at_raw": (at + pd.to_timedelta(provider_offset, unit="s")).to_numpy(),
-        "idempotency_key": named["idempotency_key"].to_numpy(), "method": "POST",
-        "path": named["path"].to_numpy(), "status": status.to_numpy(), "effect": effect,
-        "source": "spans", "key_recorded": False, "initiator": "api",
-        "subject": named["subject"].to_numpy(), "amount": named["amount"].to_numpy(),
-        "currency": named["currency"].to_numpy(), "time_basis": "http_span",
-    })
-    extra = normalize(extra.reindex(columns=att.columns))
-    extra["at"] = pd.to_datetime(extra["at"], utc=True)
-    extra.index = pd.RangeIndex(len(att), len(att) + len(extra))
-    out = pd.concat([att, extra])
-    matched = named.assign(link="request_id").set_index(extra.index)
-    infer_replays(out)
-    return out, pd.concat([strong, matched[[c for c in matched.columns if c in _HTTP_COLS]
-                                           + ["link"]]])
-
-
 def _tolerance(offsets: list[ClockOffset], most: float) -> float:
     """How far outside a window an attempt may fall: the uncertainty of the provider's offset
     (half the range its evidence allows), at least half a second, at most `most`."""
@@ -261,11 +137,6 @@ def _tolerance(offsets: list[ClockOffset], most: float) -> float:
     if provider and provider[0].low is not None and provider[0].high is not None:
         spread = (provider[0].high - provider[0].low) / 2
     return min(max(0.5, spread), most)
-
-
-def _whole_seconds(times: pd.Series) -> bool:
-    ns = times.dropna().astype("int64")
-    return bool(len(ns)) and bool((ns % NS == 0).all())
 
 
 def _apply_http(att: pd.DataFrame, matched: pd.DataFrame, http: pd.DataFrame, *,
@@ -303,7 +174,7 @@ def _apply_http(att: pd.DataFrame, matched: pd.DataFrame, http: pd.DataFrame, *,
 
 
 def _candidates(att: pd.DataFrame, need: pd.Series, windows: pd.DataFrame, tol_ns: int,
-                res_ns: int = 0, *, on: tuple[str, ...] = _CONTENT) -> pd.DataFrame:
+                res_ns: int = 0, *, on: tuple[str, ...] = CONTENT) -> pd.DataFrame:
     """(attempt index, window position) pairs: the attempt's time inside the window (within the
     tolerance; a provider time in whole seconds stands for its whole second), every field both
     know agreeing, never another thread or tool call than the attempt already has. Columns:
@@ -313,7 +184,7 @@ def _candidates(att: pd.DataFrame, need: pd.Series, windows: pd.DataFrame, tol_n
     if a.empty or windows.empty:
         return pd.DataFrame(columns=["_attempt", "_window", "_t", "_start", "_known",
                                      "_inside"])
-    t = _ns(a["at"])
+    t = ns(a["at"])
     starts = windows["start"].to_numpy(dtype="float64")
     ends = windows["end"].to_numpy(dtype="float64")
     # only times still on the provider's clock stand for a whole second
@@ -335,8 +206,8 @@ def _candidates(att: pd.DataFrame, need: pd.Series, windows: pd.DataFrame, tol_n
     inside = (t[qi] + res[qi] >= starts[wj]) & (t[qi] <= ends[wj])
     pairs = pd.DataFrame({"_attempt": left["_attempt"].to_numpy(), "_window": wj,
                           "_t": t[qi], "_start": starts[wj],
-                          "_known": _known(right, on), "_inside": inside,
-                          "_mute": _known(left, on) == 0})
+                          "_known": known(right, on), "_inside": inside,
+                          "_mute": known(left, on) == 0})
     return pairs[ok]
 
 
@@ -349,12 +220,12 @@ def _link_http_windows(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int,
     if not need.any() or http.empty:
         return
     post = http[http["method"].fillna("POST").str.upper() == "POST"]
-    windows = post[[c for c in _HTTP_COLS if c != "end"] + ["path"]].assign(
-        start=_ns(post["at"]), end=_ns(post["end"].fillna(post["at"]))).reset_index(drop=True)
+    windows = post[[c for c in HTTP_COLS if c != "end"] + ["path"]].assign(
+        start=ns(post["at"]), end=ns(post["end"].fillna(post["at"]))).reset_index(drop=True)
     taken = set(att["http_span_id"].dropna())
     windows = windows[~isin(windows["span_id"], taken)]
     pairs = _candidates(att, need, windows.reset_index(drop=True), tol_ns, res_ns,
-                        on=(*_CONTENT, "path"))
+                        on=(*CONTENT, "path"))
     if pairs.empty:
         return
     windows = windows.reset_index(drop=True)
@@ -366,25 +237,10 @@ def _link_http_windows(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int,
     pairs = pairs[~blind | (blind_choices.to_numpy() == 1)]
     # closest start first: the provider logs a request just after the client began sending it
     pairs = pairs.assign(_cost=np.abs(pairs["_t"] - pairs["_start"]) - 1e12 * pairs["_known"])
-    pairs = _one_to_one(pairs.sort_values(["_cost", "_t"], kind="stable"))
+    pairs = one_to_one(pairs.sort_values(["_cost", "_t"], kind="stable"))
     matched = windows.iloc[pairs["_window"].to_numpy()].set_index(
         pd.Index(pairs["_attempt"].to_numpy()))
     _apply_http(att, matched.assign(link="http_span_window"), http, trusted=False)
-
-
-def _one_to_one(pairs: pd.DataFrame) -> pd.DataFrame:
-    """Greedy matching: pairs in order of preference, each kept when neither side is taken."""
-    used_a: set[int] = set()
-    used_w: set[int] = set()
-    keep = []
-    for i, (a, w) in enumerate(zip(pairs["_attempt"].to_numpy(), pairs["_window"].to_numpy(),
-                                   strict=True)):
-        if a in used_a or w in used_w:
-            continue
-        used_a.add(a)
-        used_w.add(w)
-        keep.append(i)
-    return pairs.iloc[keep]
 
 
 def _bundle_resends(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int, res_ns: int) -> None:
@@ -397,7 +253,7 @@ def _bundle_resends(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int, res_ns: 
     held = att[att["http_span_id"].notna()].drop_duplicates("http_span_id")
     spans = _span_rows(http, held["http_span_id"])
     windows = pd.DataFrame({
-        "start": _ns(spans["at"]), "end": _ns(spans["end"].fillna(spans["at"])),
+        "start": ns(spans["at"]), "end": ns(spans["end"].fillna(spans["at"])),
         "_holder": held.index.to_numpy(), "span_id": held["http_span_id"].to_numpy(),
     })
     pairs = _candidates(att, need, windows, tol_ns, res_ns, on=())
@@ -410,8 +266,8 @@ def _bundle_resends(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int, res_ns: 
     same_key = (mine["idempotency_key"].notna() & (mine["idempotency_key"].to_numpy()
                                                    == holder["idempotency_key"].to_numpy()))
     no_keys = mine["idempotency_key"].isna() & holder["idempotency_key"].isna()
-    same = agree(mine, holder, (*_CONTENT, "tool_call_id", "thread_id")) & (
-        _known(mine) > 0) & (same_key.to_numpy() | no_keys.to_numpy())
+    same = agree(mine, holder, (*CONTENT, "tool_call_id", "thread_id")) & (
+        known(mine) > 0) & (same_key.to_numpy() | no_keys.to_numpy())
     pairs = pairs[same].sort_values("_t").drop_duplicates("_attempt")
     if pairs.empty:
         return
@@ -445,29 +301,6 @@ def _link_derived_keys(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
     att.loc[unnamed, "thread_id"] = [hit[i][0] for i in unnamed]
     att.loc[unnamed, "link"] = [how if isinstance(how, str) else "derived_key"
                                 for how in att.loc[unnamed, "link"]]
-
-
-def tool_windows(aligned: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(tool span windows, checkpointed tool call windows) on the reference clock, with the
-    effect fields the tool was asked for. A tool call's window runs from the checkpoint that
-    holds it to the one that holds its result (open while no result was recorded)."""
-    tools = _frame(aligned, Kind.TOOL_SPAN, ["at", "at_aligned", "end", *_CONTENT,
-                                             "tool_call_id", "thread_id", "span_id", "worker",
-                                             "trace_id"])
-    shift = _ns(tools["at_aligned"]) - _ns(tools["at"])
-    spans = tools.assign(start=_ns(tools["at_aligned"]),
-                         end=_ns(tools["end"].fillna(tools["at"])) + shift)
-    calls = _frame(aligned, Kind.TOOL_CALL,
-                   ["at_aligned", *_CONTENT, "tool_call_id", "thread_id"])
-    results = _frame(aligned, Kind.TOOL_RESULT, ["tool_call_id", "at_aligned"]
-                     ).drop_duplicates("tool_call_id")
-    calls = calls.drop_duplicates("tool_call_id").merge(
-        results, on="tool_call_id", how="left", suffixes=("", "_result"))
-    result_at = calls["at_aligned_result"]
-    calls = calls.assign(start=_ns(calls["at_aligned"]),
-                         end=np.where(result_at.notna(), _ns(result_at.fillna(
-                             calls["at_aligned"])), np.inf))
-    return spans.reset_index(drop=True), calls.reset_index(drop=True)
 
 
 def _link_tool_windows(att: pd.DataFrame, aligned: pd.DataFrame, tol_ns: int,

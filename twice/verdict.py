@@ -30,13 +30,6 @@ BELOW_TOOL_S = 2.0
 
 
 @dataclass(frozen=True)
-class Finding:
-    code: str
-    detail: str
-    fix: str
-
-
-@dataclass(frozen=True)
 class Alternative:
     """A layer the evidence cannot rule out, and why."""
 

@@ -131,11 +131,20 @@ def _value(text: str) -> int | float | str:
 @click.option("--keep", default=None, metavar="DIR",
               help="keep the generated incident folders under DIR")
 @click.option("--jobs", type=int, default=None, help="incidents generated at once (at most 2)")
+@click.option("--corpus", default=None, metavar="DIR",
+              type=click.Path(exists=True, file_okay=False),
+              help="score the incident folders under DIR that carry a truth.json in the corpus "
+                   "format instead of generating any (twice.lab.corpus)")
 def eval_command(seeds: int | None, ci: bool, start: int | None, realism: str, out: str | None,
-                 label: str | None, keep: str | None, jobs: int | None) -> int:
-    """Measure twice analyze on generated incidents."""
+                 label: str | None, keep: str | None, jobs: int | None,
+                 corpus: str | None) -> int:
+    """Measure twice analyze on generated incidents, or on a corpus of incident folders."""
     from twice.lab import accuracy
 
+    if corpus is not None:
+        from twice.lab import corpus as corpus_eval
+
+        return corpus_eval.run_eval(Path(corpus), analyze_args, out or None)
     path = str(accuracy.DEFAULT_OUT) if out == "" else out
     return accuracy.run_eval(analyze_folder, seeds=seeds, ci=ci, start=start, realism=realism,
                              out=path, label=label, keep=keep,
@@ -178,6 +187,37 @@ def analyze_folder(folder: Path) -> tuple[dict[str, Any], float, float | None]:
         raise RuntimeError(f"twice analyze {folder} exited {code}")
     report: dict[str, Any] = json.loads(buffer.getvalue())
     return report, wall, sum(engine_s) if engine_s else None
+
+
+def analyze_args(args: list[str]) -> tuple[int, dict[str, Any] | None, str, float]:
+    """`twice analyze ARGS --format json` in this process: (exit code, report or None, what it
+    wrote on stderr, wall s). An exception out of the command is a crash: exit code 1 and its
+    traceback as the stderr text."""
+    import traceback
+
+    from twice.cli.root import main
+
+    buffer = io.BytesIO()
+    stdout = io.TextIOWrapper(buffer, encoding="utf-8")
+    stderr = io.StringIO()
+    started = time.perf_counter()
+    with _ANALYSIS_LOCK, contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            code = main(["analyze", *args, "--format", "json"])
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+        except Exception:  # noqa: BLE001 - a crash is a result to score, not the end of the run
+            code = 1
+            stderr.write(traceback.format_exc())
+        stdout.flush()
+    wall = time.perf_counter() - started
+    report = None
+    if code == 0:
+        try:
+            report = json.loads(buffer.getvalue())
+        except ValueError:
+            code = 1
+    return code, report, stderr.getvalue(), wall
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,148 @@
+"""Matching primitives the links and the clocks share: which intervals hold a time, the offset
+most intervals agree on, a one-to-one match from ranked pairs, and whether two records agree on
+what they both know. Pure numpy and pandas on positions; nothing here reads a timeline.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+NS = 1_000_000_000
+CONTENT = ("subject", "amount", "currency")  # what both sides may know of an effect
+
+
+def ns(series: pd.Series) -> np.ndarray:
+    """Times as float nanoseconds since the epoch."""
+    return series.astype("int64").to_numpy().astype("float64")
+
+
+def whole_seconds(times: pd.Series) -> bool:
+    """Every time is a whole second (a provider's `created`): it stands for that whole second."""
+    values = times.dropna().astype("int64")
+    return bool(len(values)) and bool((values % NS == 0).all())
+
+
+def stab(times: np.ndarray, starts: np.ndarray, ends: np.ndarray, tol: float
+         ) -> tuple[np.ndarray, np.ndarray]:
+    """All (query, interval) position pairs where times[q] lies in [start - tol, end + tol].
+
+    Intervals are grouped by length (powers of ten): within a group every containing interval
+    starts within `length + tol` before the time, so a sorted search finds them; the work grows
+    with the matches, not with queries x intervals. `ends` may be +inf (open intervals).
+    """
+    if not len(times) or not len(starts):
+        return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp)
+    length = np.maximum(ends - starts, 0.0)
+    finite = np.isfinite(length)
+    bucket = np.full(len(starts), 99, dtype=int)
+    bucket[finite] = np.ceil(np.log10(np.maximum(length[finite], 1.0))).astype(int)
+    out_q: list[np.ndarray] = []
+    out_w: list[np.ndarray] = []
+    for b in np.unique(bucket):
+        members = np.flatnonzero(bucket == b)
+        order = members[np.argsort(starts[members], kind="stable")]
+        s = starts[order]
+        longest = np.inf if b == 99 else float(length[members].max())
+        lo = np.zeros(len(times), dtype=np.intp) if not np.isfinite(longest) else \
+            np.searchsorted(s, times - longest - tol, side="left")
+        hi = np.searchsorted(s, times + tol, side="right")
+        counts = np.maximum(hi - lo, 0)
+        total = int(counts.sum())
+        if not total:
+            continue
+        q = np.repeat(np.arange(len(times)), counts)
+        offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        w = order[np.repeat(lo, counts) + offsets]
+        keep = ends[w] + tol >= times[q]
+        out_q.append(q[keep])
+        out_w.append(w[keep])
+    if not out_q:
+        return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp)
+    return np.concatenate(out_q), np.concatenate(out_w)
+
+
+def best_offset(owner: np.ndarray, low: np.ndarray, high: np.ndarray
+                ) -> tuple[float, float, int, bool] | None:
+    """The offset range [lo, hi] that the most owners' intervals cover, and how many; among
+    equally supported ranges the one nearest zero (clocks are usually close). Also whether the
+    choice was a tie between separate ranges. None without intervals."""
+    if not len(owner):
+        return None
+    frame = pd.DataFrame({"o": owner, "lo": low, "hi": high}).sort_values(["o", "lo"])
+    # merge each owner's overlapping intervals: an owner counts once wherever it is covered
+    o, lo, hi = frame["o"].to_numpy(), frame["lo"].to_numpy(), frame["hi"].to_numpy()
+    run_hi = pd.Series(hi).groupby(o).cummax().to_numpy()
+    new = np.ones(len(o), dtype=bool)
+    new[1:] = (o[1:] != o[:-1]) | (lo[1:] > run_hi[:-1])
+    seg = np.cumsum(new) - 1
+    m_lo = pd.Series(lo).groupby(seg).min().to_numpy()
+    m_hi = pd.Series(run_hi).groupby(seg).max().to_numpy()
+    points = np.concatenate([m_lo, m_hi])
+    delta = np.concatenate([np.ones(len(m_lo)), -np.ones(len(m_hi))])
+    order = np.lexsort((-delta, points))  # at one point, openings before closings
+    points, delta = points[order], delta[order]
+    cover = np.cumsum(delta)
+    top = cover.max()
+    starts = np.flatnonzero(cover == top)
+    ranges = [(points[i], points[i + 1] if i + 1 < len(points) else points[i]) for i in starts]
+    ranges = [r for r in ranges if r[1] >= r[0]]
+    distinct: list[tuple[float, float]] = []
+    for r in ranges:
+        if distinct and r[0] <= distinct[-1][1]:
+            distinct[-1] = (distinct[-1][0], max(distinct[-1][1], r[1]))
+        else:
+            distinct.append(r)
+    chosen = min(distinct, key=lambda r: 0.0 if r[0] <= 0 <= r[1] else min(abs(r[0]),
+                                                                            abs(r[1])))
+    return float(chosen[0]), float(chosen[1]), int(top), len(distinct) > 1
+
+
+def texts(col: pd.Series) -> np.ndarray:
+    """Values as comparable text (Int64 and float amounts must meet); None stays None."""
+    out = col.astype(object).to_numpy()
+    result = np.empty(len(out), dtype=object)
+    for i, v in enumerate(out):
+        if v is None or v is pd.NA or (isinstance(v, float) and v != v):
+            result[i] = None
+        elif isinstance(v, float):
+            result[i] = str(int(v))
+        else:
+            result[i] = str(v).lower() if isinstance(v, str) else str(v)
+    return result
+
+
+def agree(left: pd.DataFrame, right: pd.DataFrame, columns: tuple[str, ...] = CONTENT
+          ) -> np.ndarray:
+    """Row by row: every column both sides know holds the same value (pairs aligned by position).
+    Also how many columns were known on both sides, to rank the matches."""
+    ok = np.ones(len(left), dtype=bool)
+    for col in columns:
+        if col not in left or col not in right:
+            continue
+        x, y = texts(left[col]), texts(right[col])
+        both = (x != None) & (y != None)  # noqa: E711 - element-wise over object arrays
+        ok &= ~both | (x == y)
+    return ok
+
+
+def known(frame: pd.DataFrame, columns: tuple[str, ...] = CONTENT) -> np.ndarray:
+    """How many of `columns` each row knows."""
+    return sum((frame[c].notna().to_numpy() for c in columns if c in frame),
+               np.zeros(len(frame), dtype=int))
+
+
+def one_to_one(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Greedy matching: pairs in order of preference, each kept when neither side is taken."""
+    used_a: set[int] = set()
+    used_w: set[int] = set()
+    keep = []
+    for i, (a, w) in enumerate(zip(pairs["_attempt"].to_numpy(), pairs["_window"].to_numpy(),
+                                   strict=True)):
+        if a in used_a or w in used_w:
+            continue
+        used_a.add(a)
+        used_w.add(w)
+        keep.append(i)
+    return pairs.iloc[keep]
+
