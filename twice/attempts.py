@@ -399,23 +399,66 @@ def infer_replays(attempts: pd.DataFrame) -> None:
     # honoured): it stays "created".
 
 
+# what an attempt counted on the agent's side already knows of its links (link() fills the
+# same columns for the provider's attempts)
+AGENT_LINK_COLUMNS = ["at_raw", "time_basis", "link", "worker", "http_span_id", "tool_span_id",
+                      "trace_id", "resend_count", "proxy_attempt"]
+
+
 def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
-    """Without provider records, count executions on the agent's side: one per tool span, and one
-    per checkpointed tool call that no span covers."""
-    spans = timeline[timeline["kind"] == Kind.TOOL_SPAN.value]
-    calls = timeline[(timeline["kind"] == Kind.TOOL_CALL.value)
-                     & ~isin(timeline["tool_call_id"], spans["tool_call_id"].dropna())]
-    cols = ["at", "tool_call_id", "thread_id", "subject", "amount", "currency", "worker"]
-    out = pd.concat([
-        spans[cols].assign(attempt_id="span:" + spans["span_id"].astype(str),
-                           tool_span_id=spans["span_id"], source="spans"),
-        calls[cols].assign(attempt_id="call:" + calls["tool_call_id"].astype(str),
-                           source="checkpoints"),
-    ], ignore_index=True)
-    out["effect"] = "unknown"
+    """Without provider records, count executions on the agent's side, at the lowest level the
+    spans show: each HTTP client POST that can move money, under the tool span (or tool call)
+    it belongs to, is one attempt on the wire (a client's retry is two); a tool span with no
+    such client span under it is one attempt; and each checkpointed tool call no span covers
+    is one. A client span is part of its tool's attempt, never an attempt beside it, so an
+    ordinary call is one attempt. Client spans that belong to no tool (instrumented outside
+    the agent's context) count only when no tool span was exported at all: beside tool spans
+    they would count the same execution twice. Times are on the reference clock."""
+    kind = timeline["kind"]
+    tools = timeline[kind == Kind.TOOL_SPAN.value]
+    http = timeline[kind == Kind.HTTP_SPAN.value]
+    post = http[(http["method"].fillna("POST").astype(str).str.upper() == "POST")
+                & http["path"].map(moves_money).astype(bool)]
+    tool_ids = set(tools["span_id"].dropna())
+    under_tool = isin(post["parent_span_id"], tool_ids) | post["tool_call_id"].notna()
+    wire = post[under_tool] if len(tools) else post
+    parent_tool = wire["parent_span_id"].where(isin(wire["parent_span_id"], tool_ids), None)
+    by_tool = tools.drop_duplicates("span_id").set_index("span_id")
+    wire_rows = wire.assign(
+        attempt_id="http:" + wire["span_id"].astype(str), http_span_id=wire["span_id"],
+        tool_span_id=parent_tool, source="spans", time_basis="http_span",
+        link="http_span",
+        # the tool span above says what was asked, where the client span does not
+        subject=wire["subject"].fillna(parent_tool.map(by_tool["subject"])),
+        amount=wire["amount"].fillna(parent_tool.map(by_tool["amount"])),
+        currency=wire["currency"].fillna(parent_tool.map(by_tool["currency"])),
+        thread_id=wire["thread_id"].fillna(parent_tool.map(by_tool["thread_id"])))
+    covered = set(wire["parent_span_id"].dropna()) | set(wire["tool_call_id"].dropna())
+    lone = tools[~isin(tools["span_id"], covered)
+                 & ~(tools["tool_call_id"].notna() & isin(tools["tool_call_id"], covered))]
+    tool_rows = lone.assign(attempt_id="span:" + lone["span_id"].astype(str),
+                            tool_span_id=lone["span_id"], source="spans",
+                            time_basis="tool_span", link="tool_span")
+    spanned = set(tools["tool_call_id"].dropna()) | set(wire["tool_call_id"].dropna())
+    calls = timeline[(kind == Kind.TOOL_CALL.value) & ~isin(timeline["tool_call_id"], spanned)]
+    call_rows = calls.assign(attempt_id="call:" + calls["tool_call_id"].astype(str),
+                             source="checkpoints", time_basis="checkpoint")
+    cols = ["attempt_id", "at_aligned", "at", "tool_call_id", "thread_id", "subject", "amount",
+            "currency", "worker", "source", "time_basis", "link", "request_id",
+            "idempotency_key", "method", "path", "status", "http_span_id", "tool_span_id",
+            "trace_id", "resend_count", "proxy_attempt"]
+    out = pd.concat([part.reindex(columns=cols) for part in (wire_rows, tool_rows, call_rows)
+                     if len(part)], ignore_index=True) if len(wire_rows) + len(tool_rows) + \
+        len(call_rows) else pd.DataFrame(columns=cols)
+    out = out.rename(columns={"at": "at_raw"}).rename(columns={"at_aligned": "at"})
+    status = pd.to_numeric(out["status"], errors="coerce")
+    out["effect"] = np.where(status.ge(400).fillna(False).astype(bool), "failed", "unknown")
     out["key_recorded"] = False
-    return normalize(out.reindex(columns=[*ATTEMPT_COLUMNS, "tool_span_id"])).sort_values(
-        "at", ignore_index=True)
+    out["initiator"] = "api"
+    for col in ("resend_count", "proxy_attempt"):
+        out[col] = pd.array(pd.to_numeric(out[col], errors="coerce"), dtype="Int64")
+    out = normalize(out.reindex(columns=[*ATTEMPT_COLUMNS, *AGENT_LINK_COLUMNS]))
+    return out.sort_values(["at", "attempt_id"], ignore_index=True)
 
 
 def requests_named_by_spans(att: pd.DataFrame, http: pd.DataFrame, strong: pd.DataFrame,

@@ -10,11 +10,11 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from twice.attempts import agent_attempts, provider_attempts
+from twice.attempts import provider_attempts
 from twice.findings import Finding, findings_for
 from twice.grouping import group_attempts
 from twice.layers import BY_SEVERITY, Bands, Layer
-from twice.link import ClockOffset, link
+from twice.link import ClockOffset, link, link_agent_side
 from twice.timeline import SourceWarning
 from twice.verdict import Attempt, Context, Duplicate, judge
 
@@ -98,9 +98,10 @@ def analyze(timeline: pd.DataFrame, warnings: Sequence[SourceWarning] = (),
             options: Options | None = None) -> Analysis:
     opts = options or Options()
     attempts = provider_attempts(timeline)
-    if attempts.empty:
-        attempts = agent_attempts(timeline)
-    attempts, aligned, offsets = link(timeline, attempts, opts.tolerance_s)
+    if attempts.empty:  # no provider records: the executions the agent's side shows
+        attempts, aligned, offsets = link_agent_side(timeline)
+    else:
+        attempts, aligned, offsets = link(timeline, attempts, opts.tolerance_s)
     labels = group_attempts(attempts, aligned, opts.window_s)
     attempts["group_id"] = None
     ctx = Context.build(aligned, opts.bands)

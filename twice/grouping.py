@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from twice.timeline import Kind
+from twice.timeline import Kind, isin
 
 FAILED_OUTCOMES = frozenset({"error", "timeout", "unknown"})
 
@@ -72,8 +72,10 @@ def reemission_pairs(timeline: pd.DataFrame) -> list[tuple[str, str]]:
                          ["tool_call_id", "at_aligned", *intent]]
     if calls.empty:
         return []
-    calls = calls.sort_values("at_aligned").drop_duplicates("tool_call_id")
-    calls = calls.dropna(subset=intent).sort_values([*intent, "at_aligned"], kind="stable")
+    # the rows that say the whole intent (a tool span may name its call without the thread or
+    # the arguments: the checkpoint's row of that call says them)
+    calls = calls.dropna(subset=intent).sort_values("at_aligned").drop_duplicates("tool_call_id")
+    calls = calls.sort_values([*intent, "at_aligned"], kind="stable")
     if len(calls) < 2:
         return []
     same = np.ones(len(calls) - 1, dtype=bool)
@@ -82,12 +84,34 @@ def reemission_pairs(timeline: pd.DataFrame) -> list[tuple[str, str]]:
         same &= values[1:] == values[:-1]
     ids = calls["tool_call_id"].to_numpy(dtype=object)
     earlier, later = ids[:-1][same], ids[1:][same]
-    results = timeline.loc[timeline["kind"] == Kind.TOOL_RESULT.value,
-                           ["tool_call_id", "outcome"]].drop_duplicates(
-        "tool_call_id").set_index("tool_call_id")["outcome"]
-    outcome = pd.Series(earlier, dtype=object).map(results)
+    failed = call_failed(timeline, pd.Series(earlier, dtype=object))
+    return list(zip(earlier[failed], later[failed], strict=True))
+
+
+def call_failed(timeline: pd.DataFrame, calls: pd.Series) -> np.ndarray:
+    """Per tool call id: did its result tell the model it failed (or is there none)?
+
+    The checkpointed ToolMessage says it. A call the checkpoints hold without a result had
+    none recorded before the model went on. A call known only from spans (no checkpoints of
+    it) has no result to read: it failed when its tool span or one of its HTTP client spans
+    ended in an error or a timeout; a tool that returned normally did not (whatever it said,
+    the spans cannot show it)."""
+    kind = timeline["kind"]
+    results = timeline.loc[kind == Kind.TOOL_RESULT.value, ["tool_call_id", "outcome"]
+                           ].drop_duplicates("tool_call_id").set_index("tool_call_id")["outcome"]
+    outcome = calls.map(results)
     failed = outcome.isna() | outcome.isin(list(FAILED_OUTCOMES))
-    return list(zip(earlier[failed.to_numpy()], later[failed.to_numpy()], strict=True))
+    checkpointed = isin(calls, timeline.loc[kind == Kind.TOOL_CALL.value, "tool_call_id"])
+    from_spans = outcome.isna() & ~checkpointed
+    if from_spans.any():
+        spans = timeline.loc[kind.isin([Kind.TOOL_SPAN.value, Kind.HTTP_SPAN.value])
+                             & timeline["tool_call_id"].notna(),
+                             ["tool_call_id", "outcome", "status"]]
+        bad = spans["outcome"].isin(["error", "timeout"]) | \
+            pd.to_numeric(spans["status"], errors="coerce").ge(400).fillna(False)
+        failed_calls = set(spans.loc[bad.astype(bool), "tool_call_id"])
+        failed[from_spans] = isin(calls[from_spans], failed_calls)
+    return failed.to_numpy(dtype=bool)
 
 
 def group_attempts(attempts: pd.DataFrame, timeline: pd.DataFrame,

@@ -17,10 +17,20 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from twice.attempts import normalize, requests_named_by_spans
+from twice.attempts import agent_attempts, normalize, requests_named_by_spans
 from twice.clocks import ClockOffset, align
-from twice.matching import CONTENT, NS, agree, known, ns, one_to_one, stab, whole_seconds
-from twice.timeline import derived_key, isin
+from twice.matching import (
+    CONTENT,
+    NS,
+    agree,
+    known,
+    ns,
+    one_to_one,
+    ordered_match,
+    stab,
+    whole_seconds,
+)
+from twice.timeline import Kind, derived_key, isin
 from twice.windows import HTTP_COLS, http_spans, provider_content, tool_windows
 
 __all__ = ["ClockOffset", "link"]
@@ -104,8 +114,30 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
                                         index=att.index[solo])
         att.loc[solo, "time_basis"] = "http_span"
     att["at"] = pd.to_datetime(att["at"], utc=True)
+    _fill_threads(att, aligned)
+    _trace_shape(att, aligned)
+    _deliveries(att, aligned)
     # every text column back to None for missing: the steps above copy values in from frames
     # that say pd.NA, and a comparison with pd.NA has no truth value
+    att = normalize(att)
+    return att.sort_values(["at", "attempt_id"], ignore_index=True), aligned, offsets
+
+
+def link_agent_side(timeline: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame,
+                                                     list[ClockOffset]]:
+    """Without provider records: (the executions the agent's side shows, `agent_attempts`,
+    with their links; the timeline with at_aligned; the span hosts' and checkpoints' clock
+    offsets). The attempts come linked from the spans and checkpoints they were counted
+    from; there is no provider clock to align."""
+    none = pd.DataFrame({"at_raw": pd.Series([], dtype="datetime64[ns, UTC]"),
+                         "initiator": pd.Series([], dtype=object)})
+    aligned, offsets, _ = align(timeline, none, pd.DataFrame(columns=HTTP_COLS))
+    att = agent_attempts(aligned)
+    _link_derived_keys(att, timeline)
+    att["at"] = pd.to_datetime(att["at"], utc=True)
+    _fill_threads(att, aligned)
+    _trace_shape(att, aligned)
+    _deliveries(att, aligned)
     att = normalize(att)
     return att.sort_values(["at", "attempt_id"], ignore_index=True), aligned, offsets
 
@@ -229,18 +261,66 @@ def _link_http_windows(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int,
     if pairs.empty:
         return
     windows = windows.reset_index(drop=True)
+    # the tool call a span belongs to (its own id, or its tool span's): the spans of one call
+    # are one client's attempts, in the order it made them
+    owner = windows["tool_call_id"].where(windows["tool_call_id"].notna(),
+                                          windows["tool_span_id"])
+    owner_codes, _ = pd.factorize(owner)
+    pairs = pairs.assign(_owner=owner_codes[pairs["_window"].to_numpy()])
     # a span that says nothing of what it charged is taken only by an attempt it alone can
-    # have sent: among several such spans open at that moment, timing alone cannot choose,
-    # and a wrong span would make up a fingerprint (one client request, or two)
+    # have sent, or among the spans of one tool call only: among several such spans of
+    # different calls open at that moment, timing alone cannot choose, and a wrong span would
+    # make up a fingerprint (one client request, or two)
     blind = ~windows["content"].to_numpy(dtype=bool)[pairs["_window"].to_numpy()]
-    blind_choices = pd.Series(blind).groupby(pairs["_attempt"].to_numpy()).transform("sum")
-    pairs = pairs[~blind | (blind_choices.to_numpy() == 1)]
+    blind_pairs = pairs[blind]
+    choices = blind_pairs.groupby("_attempt").agg(n=("_window", "size"),
+                                                  owners=("_owner", "nunique"),
+                                                  owner=("_owner", "min"))
+    sure = choices.index[(choices["n"] == 1) | ((choices["owners"] == 1)
+                                                & (choices["owner"] >= 0))]
+    pairs = pairs[~blind | isin(pairs["_attempt"], sure).to_numpy()]
     # closest start first: the provider logs a request just after the client began sending it
     pairs = pairs.assign(_cost=np.abs(pairs["_t"] - pairs["_start"]) - 1e12 * pairs["_known"])
-    pairs = one_to_one(pairs.sort_values(["_cost", "_t"], kind="stable"))
+    chosen = _in_call_order(pairs)
+    rest = pairs[~isin(pairs["_attempt"], chosen["_attempt"])
+                 & ~isin(pairs["_window"], chosen["_window"])]
+    pairs = pd.concat([chosen, one_to_one(rest.sort_values(["_cost", "_t"], kind="stable"))])
     matched = windows.iloc[pairs["_window"].to_numpy()].set_index(
         pd.Index(pairs["_attempt"].to_numpy()))
     _apply_http(att, matched.assign(link="http_span_window"), http, trusted=False)
+
+
+def _ranks(pairs: pd.DataFrame, side: str, at: str) -> np.ndarray:
+    """Each pair's `side` (attempt or window) ranked by its time among the pairs' (ties: by
+    position; two requests in one whole second are still two)."""
+    order = pairs.drop_duplicates(side).sort_values([at, side], kind="stable")[side]
+    rank = pd.Series(np.arange(len(order)), index=order.to_numpy())
+    return rank.loc[pairs[side].to_numpy()].to_numpy(dtype=np.intp)
+
+
+def _in_call_order(pairs: pd.DataFrame) -> pd.DataFrame:
+    """The pairs of attempts whose every candidate span belongs to one tool call, matched to
+    that call's spans one to one in time order (`ordered_match`): a provider time in whole
+    seconds can fall in two sibling spans, the order of the requests cannot."""
+    owned = pairs[pairs["_owner"] >= 0]
+    owners = owned.groupby("_attempt")["_owner"].agg(["min", "max"])
+    single = owners.index[owners["min"] == owners["max"]]
+    owned = owned[isin(owned["_attempt"], single) & ~isin(
+        owned["_attempt"], pairs.loc[pairs["_owner"] < 0, "_attempt"])]
+    out = []
+    for _, group in owned.groupby("_owner", sort=False):
+        if group["_attempt"].nunique() < 2 and group["_window"].nunique() < 2:
+            out.append(group)
+            continue
+        a_rank = _ranks(group, "_attempt", "_t")
+        w_rank = _ranks(group, "_window", "_start")
+        if a_rank.max() * w_rank.max() > 10_000:  # hostile: thousands of spans of one call
+            out.append(one_to_one(group.sort_values(["_cost", "_t"], kind="stable")))
+            continue
+        out.append(group.iloc[ordered_match(a_rank, w_rank, group["_cost"].to_numpy())])
+    if not out:
+        return pairs.iloc[:0]
+    return pd.concat(out)
 
 
 def _bundle_resends(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int, res_ns: int) -> None:
@@ -360,3 +440,102 @@ def _fill(att: pd.DataFrame, found: pd.DataFrame, how: str) -> None:
         att.loc[idx, col] = have.where(have.notna(), found[col].to_numpy())
     links = att.loc[idx, "link"]
     att.loc[idx, "link"] = links.where(links.notna(), how)
+
+
+def _fill_threads(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
+    """The thread of each attempt that knows its tool call but not its thread: the checkpoints
+    (or spans) that hold that tool call id say it. Spans often carry no thread id, and the
+    tool call id is then the only join to the checkpoints."""
+    need = att["thread_id"].isna() & att["tool_call_id"].notna()
+    if not need.any():
+        return
+    known = timeline.loc[timeline["tool_call_id"].notna() & timeline["thread_id"].notna(),
+                         ["tool_call_id", "thread_id"]].drop_duplicates()
+    # a tool call id named in two threads says nothing of either
+    known = known[~known["tool_call_id"].duplicated(keep=False)]
+    if known.empty:
+        return
+    thread_of = pd.Series(known["thread_id"].astype(object).to_numpy(),
+                          index=known["tool_call_id"].astype(object).to_numpy())
+    found = att.loc[need, "tool_call_id"].map(thread_of)
+    found = found[found.notna()]
+    att.loc[found.index, "thread_id"] = found.astype(object).to_numpy()
+
+
+def _trace_shape(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
+    """Each attempt's trace (`trace_id`, from its tool span, else its HTTP span) and whether that
+    trace stands for one run of the agent (`run_trace`): only when the tool span hangs under
+    another span (an agent, graph, chain or queue-consumer span). A tool span opened with no
+    parent context (a LangChain callback handler with nothing around the graph run) is the
+    root of a trace of its own: every execution is a new trace, so a different trace says
+    nothing of a restart. An attempt known only by its HTTP span, whose tool span was not
+    exported, takes the shape the evidence's other tool spans have."""
+    att["run_trace"] = False
+    kind = timeline["kind"]
+    tools = timeline.loc[kind == Kind.TOOL_SPAN.value, ["span_id", "trace_id", "parent_span_id"]]
+    http = timeline.loc[kind == Kind.HTTP_SPAN.value, ["span_id", "trace_id", "parent_span_id"]]
+    if (tools.empty and http.empty) or att.empty:
+        return
+    tools = tools.drop_duplicates("span_id").set_index("span_id")
+    http = http.drop_duplicates("span_id").set_index("span_id")
+    tool_nested = tools["parent_span_id"].notna()
+    usual = bool(tool_nested.mean() > 0.5) if len(tools) else \
+        bool(http["parent_span_id"].notna().mean() > 0.5)
+    tool_id = att["tool_span_id"].where(isin(att["tool_span_id"], tools.index), None)
+    http_id = att["http_span_id"].where(tool_id.isna() & isin(att["http_span_id"], http.index),
+                                        None)
+    by_tool, by_http = tool_id.notna(), http_id.notna()
+    trace = pd.Series(None, index=att.index, dtype=object)
+    nested = pd.Series(False, index=att.index)
+    trace[by_tool] = tool_id[by_tool].map(tools["trace_id"]).astype(object)
+    nested[by_tool] = tool_id[by_tool].map(tool_nested).astype(bool)
+    trace[by_http] = http_id[by_http].map(http["trace_id"]).astype(object)
+    parent = http_id[by_http].map(http["parent_span_id"]).astype(object)
+    # a client span of its own is a trace per request; one under a tool span takes that tool
+    # span's shape; one whose tool span was not exported, the shape the others have
+    under_tool = isin(parent, tools.index)
+    nested[by_http] = np.where(parent.isna(), False, np.where(
+        under_tool, parent.where(under_tool, None).map(tool_nested).fillna(False).astype(bool),
+        usual))
+    att["trace_id"] = trace.where(trace.notna(), None)
+    att["run_trace"] = nested.astype(bool)
+
+
+def _deliveries(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
+    """The queue delivery each attempt ran under (`delivery_count`, `delivery_span`), when the
+    queue consumer's own span (`process_message <queue>`, with its receive count) holds the
+    attempt's tool or HTTP span on the same worker: a consumer span lasts as long as the work
+    it started for that message. Taken only when exactly one such span holds it (a worker
+    running several messages at once leaves it open)."""
+    att["delivery_count"] = pd.Series([pd.NA] * len(att), index=att.index, dtype="Int64")
+    att["delivery_span"] = None
+    kind = timeline["kind"]
+    receives = timeline.loc[(kind == Kind.QUEUE_RECEIVE.value) & timeline["end"].notna()
+                            & timeline["span_id"].notna() & timeline["worker"].notna(),
+                            ["span_id", "at_aligned", "at", "end", "worker", "delivery_count"]]
+    if receives.empty or att.empty:
+        return
+    spans = timeline.loc[kind.isin([Kind.TOOL_SPAN.value, Kind.HTTP_SPAN.value]),
+                         ["span_id", "at_aligned", "worker"]].drop_duplicates("span_id")
+    start_of = pd.Series(spans["at_aligned"].to_numpy(), index=spans["span_id"].to_numpy())
+    worker_of = pd.Series(spans["worker"].astype(object).to_numpy(),
+                          index=spans["span_id"].to_numpy())
+    span = att["tool_span_id"].where(att["tool_span_id"].notna(), att["http_span_id"])
+    has = span.notna() & isin(span, spans["span_id"])
+    if not has.any():
+        return
+    t = ns(pd.to_datetime(span[has].map(start_of), utc=True))
+    worker = span[has].map(worker_of).astype(object).to_numpy()
+    r_start = ns(receives["at_aligned"])
+    r_end = ns(receives["end"] + (receives["at_aligned"] - receives["at"]))
+    q, r = stab(t, r_start, r_end, 0.0)
+    same = worker[q] == receives["worker"].astype(object).to_numpy()[r]
+    q, r = q[same], r[same]
+    if not len(q):
+        return
+    alone = pd.Series(q).map(pd.Series(q).value_counts()).to_numpy() == 1
+    q, r = q[alone], r[alone]
+    rows = att.index[has][q]
+    att.loc[rows, "delivery_count"] = pd.array(
+        receives["delivery_count"].to_numpy()[r], dtype="Int64")
+    att.loc[rows, "delivery_span"] = receives["span_id"].astype(object).to_numpy()[r]

@@ -146,3 +146,45 @@ def one_to_one(pairs: pd.DataFrame) -> pd.DataFrame:
         keep.append(i)
     return pairs.iloc[keep]
 
+
+
+def ordered_match(attempt: np.ndarray, window: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """The positions of the candidate pairs (attempt rank, window rank, cost) that match
+    attempts to windows one to one and in order (a later attempt never takes an earlier
+    window): the most pairs, then the least total cost. Two clocks that both run forward put
+    the i-th request a client sent in its i-th span, however coarse one of them is.
+
+    Dynamic programming over the ranks (attempts x windows), for the few candidates of one
+    tool call; ranks are 0-based and dense."""
+    if not len(attempt):
+        return np.empty(0, dtype=np.intp)
+    n_a, n_w = int(attempt.max()) + 1, int(window.max()) + 1
+    pair_at: dict[tuple[int, int], tuple[float, int]] = {}
+    for k, (i, j, c) in enumerate(zip(attempt.tolist(), window.tolist(), cost.tolist(),
+                                      strict=True)):
+        if (i, j) not in pair_at or c < pair_at[(i, j)][0]:
+            pair_at[(i, j)] = (float(c), k)
+    # best[i][j]: (pairs, -cost) using attempts < i and windows < j
+    best = [[(0, 0.0)] * (n_w + 1) for _ in range(n_a + 1)]
+    for i in range(1, n_a + 1):
+        row, above = best[i], best[i - 1]
+        for j in range(1, n_w + 1):
+            choice = max(above[j], row[j - 1])
+            pair = pair_at.get((i - 1, j - 1))
+            if pair is not None:
+                diagonal = above[j - 1]
+                choice = max(choice, (diagonal[0] + 1, diagonal[1] - pair[0]))
+            row[j] = choice
+    chosen = []
+    i, j = n_a, n_w
+    while i > 0 and j > 0:
+        pair = pair_at.get((i - 1, j - 1))
+        if pair is not None and best[i][j] == (best[i - 1][j - 1][0] + 1,
+                                               best[i - 1][j - 1][1] - pair[0]):
+            chosen.append(pair[1])
+            i, j = i - 1, j - 1
+        elif best[i][j] == best[i - 1][j]:
+            i -= 1
+        else:
+            j -= 1
+    return np.array(sorted(chosen), dtype=np.intp)

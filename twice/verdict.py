@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
@@ -61,11 +62,13 @@ class Context:
 
     results: pd.DataFrame  # tool results by tool_call_id (outcome, detail, at_aligned)
     receives: pd.DataFrame  # queue receives (thread_id, delivery_count, at_aligned, worker)
-    checkpoints: pd.DataFrame  # checkpoints (thread_id, at_aligned, worker)
+    checkpoints: pd.DataFrame  # checkpoints (thread_id, at_aligned, worker, step, name)
     tool_spans: pd.DataFrame  # tool spans by tool_call_id (span_id, worker, at_aligned, end)
     spans_loaded: bool
     bands: Bands = field(default_factory=Bands)
     http_loaded: bool = False  # HTTP client spans were loaded
+    # checkpointed tool calls by tool_call_id (thread_id, at_aligned, step)
+    calls: pd.DataFrame = field(default_factory=pd.DataFrame)
     # row positions per thread_id, built on first use: a verdict looks at one thread's rows
     _thread_rows: dict[str, dict[Any, Any]] = field(default_factory=dict, init=False, repr=False)
 
@@ -80,7 +83,11 @@ class Context:
                                   ["thread_id", "message_id", "delivery_count", "at_aligned",
                                    "worker"]],
             checkpoints=timeline.loc[kind == Kind.CHECKPOINT.value,
-                                     ["thread_id", "at_aligned", "worker", "step"]],
+                                     ["thread_id", "at_aligned", "worker", "step", "name"]]
+            .sort_values("at_aligned", kind="stable"),
+            calls=timeline.loc[kind == Kind.TOOL_CALL.value,
+                               ["tool_call_id", "thread_id", "at_aligned", "step"]]
+            .drop_duplicates("tool_call_id").set_index("tool_call_id"),
             tool_spans=timeline.loc[(kind == Kind.TOOL_SPAN.value)
                                     & timeline["tool_call_id"].notna(),
                                     ["span_id", "tool_call_id", "worker", "at_aligned", "end"]]
@@ -107,6 +114,13 @@ class Context:
         if not isinstance(tool_call_id, str) or tool_call_id not in self.results.index:
             return None
         return self.results.loc[tool_call_id]  # type: ignore[return-value]
+
+    def call(self, tool_call_id: object) -> pd.Series | None:
+        """The checkpointed tool call (its thread, the time and step of the checkpoint)."""
+        if not isinstance(tool_call_id, str) or self.calls.empty or \
+                tool_call_id not in self.calls.index:
+            return None
+        return self.calls.loc[tool_call_id]  # type: ignore[return-value]
 
 
 def _s(value: object) -> str | None:
@@ -135,6 +149,31 @@ class Call:
     confidence: float
     evidence: tuple[str, ...]
     alternatives: tuple[Alternative, ...] = ()
+
+
+class Story(StrEnum):
+    """What a thread's checkpoints say happened between two executions of one tool call."""
+
+    ONE_INVOCATION = "one_invocation"  # the call and its result, nothing between, soon after
+    STOPPED = "stopped"  # the call and its result with nothing between, minutes apart
+    RESUMED = "resumed"  # another writer, or the thread went on and came back to the call
+
+
+@dataclass(frozen=True)
+class ThreadAccount:
+    """The thread's own account of a tool call that executed twice."""
+
+    story: Story
+    lines: tuple[str, ...]
+
+
+def _at(value: Any) -> str:
+    return f"{value:%H:%M:%S}.{value.microsecond // 1000:03d}"
+
+
+def _step(row: pd.Series) -> str:
+    step = _i(row["step"])
+    return f"step {step}" if step is not None else "a checkpoint"
 
 
 @dataclass
@@ -201,7 +240,21 @@ class Pair:
 
     @property
     def traces(self) -> tuple[str | None, str | None]:
-        return self._id("a", "trace_id"), self._id("b", "trace_id")
+        """The two executions' traces, where a trace stands for one run (the tool spans hang
+        under a run-level span); None where it does not."""
+        return (self._id("a", "trace_id") if self.a.get("run_trace") else None,
+                self._id("b", "trace_id") if self.b.get("run_trace") else None)
+
+    @property
+    def trace_roots(self) -> str | None:
+        """Why the traces were not read, when they differ but stand for no run."""
+        ta, tb = self._id("a", "trace_id"), self._id("b", "trace_id")
+        if not (ta and tb and ta != tb) or (self.a.get("run_trace") and self.b.get("run_trace")):
+            return None
+        return (f"the executions are in different traces ({ta}, {tb}), but their tool spans "
+                "are the roots of their traces (no agent, graph or queue span above them): "
+                "every execution is a trace of its own, so the traces cannot tell a retry "
+                "from a restart")
 
     @property
     def proxy(self) -> int:
@@ -211,10 +264,26 @@ class Pair:
     def resend(self) -> int:
         return _i(self.b["resend_count"]) or 0
 
+    @property
+    def one_delivery(self) -> str | None:
+        """Both executions ran inside one queue consumer span: one delivery of the run."""
+        span = self._id("a", "delivery_span")
+        if span is None or span != self._id("b", "delivery_span"):
+            return None
+        return (f"both executions ran inside one delivery of the run (the queue consumer's "
+                f"span {span}): the queue did not hand it out again between them")
+
     @cached_property
     def redelivered(self) -> str | None:
         """Evidence that a queue handed this thread's run out again before the second attempt."""
         ctx, thread = self.ctx, self.thread
+        count_b = _i(self.b.get("delivery_count"))
+        span_b = self._id("b", "delivery_span")
+        if count_b is not None and count_b > 1 and span_b != self._id("a", "delivery_span"):
+            worker = _s(self.b.get("worker"))
+            return (f"the second execution ran inside the queue consumer's span {span_b}"
+                    + (f" on {worker}" if worker else "") + f", delivery count {count_b}: the "
+                    "queue handed the run out again, conclusive for redelivery")
         if thread is None or ctx.receives.empty:
             return None
         r = ctx.of_thread("receives", thread)
@@ -245,6 +314,64 @@ class Pair:
         if wa and wb and wa != wb:
             return wa, wb
         return None
+
+    @cached_property
+    def account(self) -> ThreadAccount | None:
+        """The thread's checkpoints around one tool call that executed twice: the checkpoint
+        that holds the call, the one that holds its result, and what lies between them
+        (domain: the gap between consecutive checkpoint steps, and who wrote them)."""
+        ctx, thread = self.ctx, self.thread
+        if not self.same_call or thread is None or ctx.checkpoints.empty:
+            return None
+        call = ctx.call(self.call_a)
+        if call is None or call["thread_id"] != thread:
+            return None
+        ck = ctx.of_thread("checkpoints", thread)
+        held = ck[ck["at_aligned"] <= call["at_aligned"]]
+        if held.empty:
+            return None
+        first = held.iloc[-1]
+        result = ctx.result(self.call_a)
+        later = ck[ck["at_aligned"] > first["at_aligned"]]
+        if result is not None:
+            done = later[later["at_aligned"] >= result["at_aligned"]]
+            last = done.iloc[0] if len(done) else None
+        else:
+            last = later.iloc[0] if len(later) else None
+        lines = [f"thread {thread}'s checkpoints: tool call {self.call_a} is in {_step(first)} "
+                 f"({_at(first['at_aligned'])})"]
+        if last is None:
+            lines.append("no later checkpoint was written")
+            return ThreadAccount(Story.STOPPED, tuple(lines)) if self.band in (
+                Band.MINUTES, Band.BEYOND_RETENTION) else None
+        what = "its result" if result is not None else "the next one"
+        gap = (last["at_aligned"] - first["at_aligned"]).total_seconds()
+        lines[0] += f", {what} in {_step(last)} ({_at(last['at_aligned'])}), {fmt_gap(gap)} later"
+        between = ck[(ck["at_aligned"] > first["at_aligned"])
+                     & (ck["at_aligned"] < last["at_aligned"])]
+        wa, wb = _s(first["worker"]), _s(last["worker"])
+        if wa and wb and wa != wb:
+            lines.append(f"{_step(first)} was written by {wa} and {_step(last)} by {wb}: a "
+                         "second writer picked the run up")
+            return ThreadAccount(Story.RESUMED, tuple(lines))
+        if len(between):
+            b = between.iloc[0]
+            source = f" (source {b['name']})" if _s(b["name"]) else ""
+            lines.append(f"the thread wrote {len(between)} checkpoint(s) in between, the first "
+                         f"{_step(b)}{source} at {_at(b['at_aligned'])}: the run went on and "
+                         "came back to the call, as a resumed or replayed run does")
+            return ThreadAccount(Story.RESUMED, tuple(lines))
+        if result is not None and self.b["at"] > result["at_aligned"] + pd.Timedelta(seconds=1):
+            lines.append("the call's result was checkpointed before the second execution: "
+                         "the call ran again after it had finished, as a replayed run does")
+            return ThreadAccount(Story.RESUMED, tuple(lines))
+        if self.ctx.bands.classify(gap) in (Band.MINUTES, Band.BEYOND_RETENTION):
+            lines.append(f"nothing was written for {fmt_gap(gap)}: the work stopped and "
+                         "started again")
+            return ThreadAccount(Story.STOPPED, tuple(lines))
+        lines.append("nothing was written in between, and the result came within one "
+                     "invocation's time: both executions ran inside one invocation of the graph")
+        return ThreadAccount(Story.ONE_INVOCATION, tuple(lines))
 
     @property
     def above_tool(self) -> bool:
@@ -297,8 +424,11 @@ def model_asked_again(p: Pair) -> Call | None:
         ev.append(f"the tool result for {tca} told the model '{r['outcome']}'"
                   + (f": \"{detail[:120]}\"" if detail else ""))
         conf = 0.95
-    elif r is None:
+    elif r is None and p.ctx.call(tca) is not None:
         ev.append(f"no tool result for {tca} was recorded before the model asked again")
+    elif r is None:
+        ev.append(f"no checkpoint shows what the tool told the model for {tca}; its spans "
+                  "ended in an error or a timeout")
     return Call(Layer.MODEL_REEMISSION, conf, tuple(ev))
 
 
@@ -386,6 +516,14 @@ def queue_redelivered(p: Pair) -> Call | None:
     return Call(Layer.REDELIVERY, 0.95, (*_above_tool_lines(p), p.redelivered))
 
 
+def one_queue_delivery(p: Pair) -> Call | None:
+    """Both executions ran inside one delivery of the run by the queue: not a redelivery."""
+    if not p.above_tool or not p.one_delivery:
+        return None
+    account = p.account.lines if p.account is not None else ()
+    return Call(Layer.STEP_RETRY, 0.85, (*_above_tool_lines(p), p.one_delivery, *account))
+
+
 def new_run(p: Pair) -> Call | None:
     """The second execution ran in another trace, or on another worker: the run was started
     again from its checkpoint, not retried inside it."""
@@ -401,6 +539,32 @@ def new_run(p: Pair) -> Call | None:
             *_above_tool_lines(p), f"the two executions belong to different traces ({ta}, "
             f"{tb}): the run was started again, not retried within it"))
     return None
+
+
+def checkpoints_tell(p: Pair) -> Call | None:
+    """The thread's own account of the call: a second writer or a thread that went on and came
+    back to the call is a resumed run; the call and its result minutes apart with nothing
+    between, work that stopped and started again; soon after with nothing between, one
+    invocation that ran the tool twice (the framework's retry)."""
+    account = p.account
+    if account is None or not p.one_call:
+        return None
+    ev = [*_above_tool_lines(p), *account.lines]
+    if account.story is Story.RESUMED:
+        return Call(Layer.REDELIVERY, 0.8, tuple(ev))
+    if account.story is Story.STOPPED:
+        alternatives: tuple[Alternative, ...] = ()
+        if p.gap < STEP_RETRY_REACH_S:
+            alternatives = (Alternative(
+                Layer.STEP_RETRY, f"a step retry after a client timeout of minutes would also "
+                f"leave {fmt_gap(p.gap)} with nothing written in between"),)
+        return Call(Layer.REDELIVERY, 0.65, tuple(ev), alternatives)
+    if not p.above_tool:
+        return None  # one invocation holds a resend below the tool just as well
+    ta, tb = p.traces
+    if ta and ta == tb:
+        ev.append(f"both executions belong to one trace ({ta}): one run")
+    return Call(Layer.STEP_RETRY, 0.85, tuple(ev))
 
 
 def long_stop(p: Pair) -> Call | None:
@@ -476,13 +640,13 @@ def timing_only(p: Pair) -> Call:
 
 RULES: tuple[Rule, ...] = (
     model_asked_again, proxy_stamped, one_client_request, client_resent, one_tool_execution,
-    same_request_resent, queue_redelivered, new_run, long_stop, within_run, same_call_only,
+    same_request_resent, queue_redelivered, one_queue_delivery, new_run, checkpoints_tell,
+    long_stop, within_run, same_call_only,
 )
 
 
-def decide(a: Attempt, b: Attempt, gap: float, ctx: Context) -> Call:
+def decide(pair: Pair) -> Call:
     """The layer that produced attempt `b` after attempt `a`: the first rule that answers."""
-    pair = Pair(a, b, gap, ctx)
     for rule in RULES:
         call = rule(pair)
         if call is not None:
@@ -493,8 +657,11 @@ def decide(a: Attempt, b: Attempt, gap: float, ctx: Context) -> Call:
 def judge(a: Attempt, b: Attempt, ctx: Context) -> Duplicate:
     gap = max((b["at"] - a["at"]).total_seconds(), 0.0)
     band = ctx.bands.classify(gap)
-    call = decide(a, b, gap, ctx)
+    pair = Pair(a, b, gap, ctx)
+    call = decide(pair)
     layer, conf, ev = call.layer, call.confidence, list(call.evidence)
+    if pair.trace_roots and layer in (Layer.STEP_RETRY, Layer.REDELIVERY):
+        ev.append(pair.trace_roots)
     if not any(_s(x[c]) for x in (a, b) for c in ("tool_call_id", "http_span_id")):
         conf = min(conf, 0.45)
         ev.append("nothing on the agent's side (tool call, span) was linked to these requests: "

@@ -28,6 +28,29 @@ def frame(timeline: pd.DataFrame, kind: Kind, columns: list[str]) -> pd.DataFram
 NO_CUSTOMER = ""  # a subject the provider knows to be empty, for `agree`
 
 
+def _asked(spans: pd.DataFrame, timeline: pd.DataFrame) -> pd.DataFrame:
+    """Spans with what their tool call asked for (customer, amount, currency) and its thread,
+    from the checkpointed tool call with the same id, where the span itself does not say: a
+    tool span that records no arguments still names its call (`gen_ai.tool.call.id`)."""
+    need = spans["tool_call_id"].notna() & spans[["subject", "amount", "currency"]].isna().all(
+        axis=1)
+    if not need.any():
+        return spans
+    calls = frame(timeline, Kind.TOOL_CALL, ["tool_call_id", "thread_id", *CONTENT]).dropna(
+        subset=["tool_call_id"]).drop_duplicates("tool_call_id").set_index("tool_call_id")
+    if calls.empty:
+        return spans
+    ids = spans.loc[need, "tool_call_id"].astype(object)
+    out = spans.copy()
+    for col in ("thread_id", *CONTENT):
+        asked = ids.map(calls[col].astype(object))
+        have = out.loc[need, col]
+        filled = have.astype(object).where(have.notna(), asked)
+        out[col] = out[col].astype(object)
+        out.loc[need, col] = filled
+    return out
+
+
 def provider_content(att: pd.DataFrame) -> pd.DataFrame:
     """Attempts with what the provider knows of their effect: a payment object in Stripe's
     events always carries its `customer`, so a null there is a payment without a customer (a
@@ -66,6 +89,7 @@ def http_spans(timeline: pd.DataFrame) -> pd.DataFrame:
         subject=http["tool_subject"], amount=http["tool_amount"],
         currency=http["tool_currency"],
     )
+    http = _asked(http, timeline)
     http["content"] = known(http) > 0
     # a span's trace says which run it belongs to only when it is nested in that run (HTTP
     # client spans made outside the agent's context are each a trace of their own)
@@ -80,6 +104,7 @@ def tool_windows(aligned: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     tools = frame(aligned, Kind.TOOL_SPAN, ["at", "at_aligned", "end", *CONTENT,
                                              "tool_call_id", "thread_id", "span_id", "worker",
                                              "trace_id"])
+    tools = _asked(tools, aligned)
     shift = ns(tools["at_aligned"]) - ns(tools["at"])
     spans = tools.assign(start=ns(tools["at_aligned"]),
                          end=ns(tools["end"].fillna(tools["at"])) + shift)

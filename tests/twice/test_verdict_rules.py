@@ -44,8 +44,9 @@ CALL = {"tool_call_id": "toolu_1", "thread_id": "th"}
 def test_the_rules_are_small_named_functions_in_one_order() -> None:
     assert [r.__name__ for r in RULES] == [
         "model_asked_again", "proxy_stamped", "one_client_request", "client_resent",
-        "one_tool_execution", "same_request_resent", "queue_redelivered", "new_run",
-        "long_stop", "within_run", "same_call_only"]
+        "one_tool_execution", "same_request_resent", "queue_redelivered",
+        "one_queue_delivery", "new_run", "checkpoints_tell", "long_stop", "within_run",
+        "same_call_only"]
     for rule in (*RULES, verdict.timing_only):
         assert rule.__doc__, rule.__name__
 
@@ -124,11 +125,25 @@ def test_new_run_from_workers_or_traces() -> None:
     workers = verdict.new_run(pair(attempt(0, worker="a", **CALL),
                                    attempt(400, worker="b", **CALL)))
     assert workers is not None and workers.layer is Layer.REDELIVERY
-    traces = verdict.new_run(pair(attempt(0, trace_id="t1", tool_span_id="s1", **CALL),
-                                  attempt(45, trace_id="t2", tool_span_id="s2", **CALL)))
+    run = {"run_trace": True}
+    traces = verdict.new_run(pair(attempt(0, trace_id="t1", tool_span_id="s1", **run, **CALL),
+                                  attempt(45, trace_id="t2", tool_span_id="s2", **run, **CALL)))
     assert traces is not None and traces.layer is Layer.REDELIVERY
-    assert verdict.new_run(pair(attempt(0, trace_id="t1", tool_span_id="s1", **CALL),
-                                attempt(45, trace_id="t1", tool_span_id="s2", **CALL))) is None
+    assert verdict.new_run(pair(attempt(0, trace_id="t1", tool_span_id="s1", **run, **CALL),
+                                attempt(45, trace_id="t1", tool_span_id="s2", **run,
+                                        **CALL))) is None
+
+
+def test_traces_of_tool_spans_that_are_trace_roots_are_not_read_as_runs() -> None:
+    roots = pair(attempt(0, trace_id="t1", tool_span_id="s1", **CALL),
+                 attempt(45, trace_id="t2", tool_span_id="s2", **CALL))
+    assert verdict.new_run(roots) is None
+    assert roots.traces == (None, None)
+    assert roots.trace_roots is not None and "cannot tell a retry from a restart" in \
+        roots.trace_roots
+    dup = judge(roots.a, roots.b, context())
+    assert dup.layer is Layer.STEP_RETRY
+    assert any("roots of their traces" in line for line in dup.evidence)
 
 
 def test_long_stop_names_a_slow_step_retry_beside_it() -> None:
@@ -137,8 +152,8 @@ def test_long_stop_names_a_slow_step_retry_beside_it() -> None:
     assert [a.layer for a in call.alternatives] == [Layer.STEP_RETRY]
     far = verdict.long_stop(pair(attempt(0, **CALL), attempt(3600, **CALL)))
     assert far is not None and far.alternatives == ()
-    one_trace = verdict.long_stop(pair(attempt(0, trace_id="t", **CALL),
-                                       attempt(180, trace_id="t", **CALL)))
+    one_trace = verdict.long_stop(pair(attempt(0, trace_id="t", run_trace=True, **CALL),
+                                       attempt(180, trace_id="t", run_trace=True, **CALL)))
     assert one_trace is not None and one_trace.layer is Layer.STEP_RETRY
     assert verdict.long_stop(pair(attempt(0, **CALL), attempt(40, **CALL))) is None
 
@@ -167,7 +182,7 @@ def test_same_call_only_reads_the_gap() -> None:
                                         (600, Layer.REDELIVERY)])
 def test_timing_only_guesses_the_bands_suspect_and_names_the_others(gap: float,
                                                                     layer: Layer) -> None:
-    call = decide(attempt(0), attempt(gap), gap, context())
+    call = decide(verdict.Pair(attempt(0), attempt(gap), gap, context()))
     assert call.layer is layer and call.confidence == 0.35
     band = Bands().classify(gap)
     assert {a.layer for a in call.alternatives} == {
