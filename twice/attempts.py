@@ -25,7 +25,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from twice.timeline import Kind, isin
+from twice.timeline import Kind, isin, whole_numbers
 from twice.windows import HTTP_COLS
 
 ATTEMPT_COLUMNS = [
@@ -352,7 +352,7 @@ def normalize(attempts: pd.DataFrame) -> pd.DataFrame:
                 # nanoseconds whatever the source's unit: clock offsets are fractions of seconds
                 out[col] = pd.to_datetime(out[col], utc=True).dt.as_unit("ns")
         elif col in ("amount", "status"):
-            out[col] = pd.to_numeric(out[col], errors="coerce").astype("Int64")
+            out[col] = whole_numbers(out[col])  # exact for every int64, nulls beside them
         elif col in ("key_recorded", "customer_known"):
             out[col] = out[col].astype("boolean").fillna(False).astype(bool)
         elif str(out[col].dtype) in ("Int64", "bool", "datetime64[ns, UTC]"):
@@ -456,7 +456,7 @@ def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     out["key_recorded"] = False
     out["initiator"] = "api"
     for col in ("resend_count", "proxy_attempt"):
-        out[col] = pd.array(pd.to_numeric(out[col], errors="coerce"), dtype="Int64")
+        out[col] = whole_numbers(out[col])
     out = normalize(out.reindex(columns=[*ATTEMPT_COLUMNS, *AGENT_LINK_COLUMNS]))
     return out.sort_values(["at", "attempt_id"], ignore_index=True)
 

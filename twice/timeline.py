@@ -193,7 +193,7 @@ def _column(values: Sequence[Any] | None, dtype: str, n: int) -> pd.Series:
     if dtype == INT:
         if (ints := _int_array(values)) is not None:
             return pd.Series(ints, index=index)
-        return _whole_numbers(pd.Series(list(values), index=index, dtype=object))
+        return whole_numbers(pd.Series(list(values), index=index, dtype=object))
     text = pd.StringDtype()
     if text.storage == "pyarrow":
         # pandas keeps strings in Arrow here: making the Arrow array straight from the list is
@@ -264,7 +264,7 @@ def coerce(df: pd.DataFrame) -> pd.DataFrame:
                 col = pd.to_datetime(col, utc=True, format="mixed")
             out[name] = col.astype(_DTYPE_OBJECTS[TIME])
         elif dtype == INT:
-            out[name] = _whole_numbers(col)
+            out[name] = whole_numbers(col)
         else:
             out[name] = col.astype(object).where(col.notna(), None).astype(_DTYPE_OBJECTS[TEXT])
     if out["at_aligned"].isna().all():
@@ -274,7 +274,7 @@ def coerce(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _whole_numbers(col: pd.Series) -> pd.Series:
+def whole_numbers(col: pd.Series) -> pd.Series:
     """An integer column as Int64. Values given as Python objects are converted exactly (every
     int64, 2**63 - 1 included, with nulls beside it); one that is not a whole number within
     int64 (2**64, 1.5, "x") becomes null."""
@@ -284,7 +284,17 @@ def _whole_numbers(col: pd.Series) -> pd.Series:
         except (TypeError, ValueError, OverflowError):
             return pd.Series(pd.array([_whole(v) for v in col.tolist()], dtype=pd.Int64Dtype()),
                              index=col.index)
-    return pd.to_numeric(col, errors="coerce").astype(_DTYPE_OBJECTS[INT])
+    if str(col.dtype) == INT:
+        return col
+    numbers = pd.to_numeric(col, errors="coerce")
+    if numbers.dtype.kind == "f":
+        # a float that is no whole number within int64 (1.5, inf, 2**64) is none
+        values = numbers.to_numpy()
+        with np.errstate(invalid="ignore"):
+            whole = np.isfinite(values) & (np.floor(values) == values) & \
+                (np.abs(values) < 2.0**63)
+        numbers = numbers.where(whole)
+    return numbers.astype(_DTYPE_OBJECTS[INT])
 
 
 def _whole(value: Any) -> Any:

@@ -135,9 +135,13 @@ def _value(text: str) -> int | float | str:
               type=click.Path(exists=True, file_okay=False),
               help="score the incident folders under DIR that carry a truth.json in the corpus "
                    "format instead of generating any (twice.lab.corpus)")
+@click.option("--folders", default=None, metavar="DIR",
+              type=click.Path(exists=True, file_okay=False),
+              help="score again the lab incident folders kept under DIR (--keep) instead of "
+                   "generating: the same incidents before and after a change")
 def eval_command(seeds: int | None, ci: bool, start: int | None, realism: str, out: str | None,
                  label: str | None, keep: str | None, jobs: int | None,
-                 corpus: str | None) -> int:
+                 corpus: str | None, folders: str | None) -> int:
     """Measure twice analyze on generated incidents, or on a corpus of incident folders."""
     from twice.lab import accuracy
 
@@ -148,7 +152,8 @@ def eval_command(seeds: int | None, ci: bool, start: int | None, realism: str, o
     path = str(accuracy.DEFAULT_OUT) if out == "" else out
     return accuracy.run_eval(analyze_folder, seeds=seeds, ci=ci, start=start, realism=realism,
                              out=path, label=label, keep=keep,
-                             jobs=accuracy.MAX_JOBS if jobs is None else jobs)
+                             jobs=accuracy.MAX_JOBS if jobs is None else jobs,
+                             folders=folders)
 
 
 _ANALYSIS_LOCK = threading.Lock()

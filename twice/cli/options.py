@@ -30,6 +30,7 @@ from twice.store import StoreError
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 70  # sysexits' EX_SOFTWARE: twice itself failed, not the input
 
 SOURCE_FLAGS = {
     "stripe_events": "Stripe Event objects: GET /v1/events JSON, a JSON array, or JSON lines",
@@ -91,7 +92,9 @@ format_option = click.option("--format", "fmt", type=click.Choice(["table", "jso
 def bad_input_ends_the_command(prefix: str = "twice",
                                errors: tuple[type[Exception], ...] = BAD_INPUT
                                ) -> Callable[[F], F]:
-    """A command that meets bad input says so in one line on stderr and exits 2."""
+    """A command that meets bad input says so in one line on stderr and exits 2. Any other
+    error is twice's own: one line says what failed on which evidence and where the
+    traceback was written, and the command exits 70 (never a raw traceback)."""
     def wrap(fn: F) -> F:
         @functools.wraps(fn)
         def command(*args: Any, **kwargs: Any) -> Any:
@@ -101,8 +104,45 @@ def bad_input_ends_the_command(prefix: str = "twice",
                 # the message may quote the evidence: named controls, never obeyed
                 print(f"{prefix}: {shown(redact(str(exc)))}", file=sys.stderr)
                 return EXIT_BAD_INPUT
+            except (click.ClickException, click.Abort):
+                raise
+            except Exception as exc:  # noqa: BLE001 - said in one line, kept in a file
+                print(f"{prefix}: {internal_error(exc, _evidence_named(kwargs))}",
+                      file=sys.stderr)
+                return EXIT_INTERNAL
         return command  # type: ignore[return-value]
     return wrap
+
+
+def _evidence_named(kwargs: dict[str, Any]) -> str:
+    """The evidence a command was given, in words (paths, flags' files), redacted."""
+    given = [str(p) for p in kwargs.get("paths") or ()]
+    given += [str(t) for name in SOURCE_FLAGS for t in kwargs.get(name) or ()]
+    return ", ".join(given) or "the evidence given"
+
+
+def internal_error(exc: BaseException, evidence: str) -> str:
+    """One line for an error that is twice's, not the input's: what failed, on which
+    evidence, and the file its traceback was written to (redacted, readable by its owner
+    only). If even that file cannot be written, the line says so."""
+    import tempfile
+    import traceback
+    from datetime import UTC, datetime
+
+    text = redact("".join(traceback.format_exception(exc)))
+    where = "no file could be written for its traceback"
+    try:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        fd, path = tempfile.mkstemp(prefix=f"twice-error-{stamp}-", suffix=".txt")
+        with open(fd, "w", encoding="utf-8", errors="backslashreplace") as out:
+            out.write(f"twice {' '.join(sys.argv[1:2])} on {evidence}\n\n{text}")
+        where = f"traceback in {path}"
+    except OSError:
+        pass
+    what = f"{type(exc).__name__}: {exc}"
+    return shown(redact(f"internal error while analysing {evidence}: {what[:300]} ({where}); "
+                        "this is a bug in twice, not in the evidence: please report it "
+                        "with that file"))
 
 
 def duration(text: str) -> float:

@@ -38,6 +38,7 @@ MAX_BAD_LEAD = 1000
 MAX_NON_FINITE = 100  # NaN / Infinity read as null in one document; past this it is refused
 # a JSON string (skipped whole, so a "NaN" inside one is text), or a bare NaN / Infinity token
 _NON_FINITE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|(?<![\w.+-])(-?Infinity|NaN)(?![\w.])')
+_BLANK = re.compile(r"\s+")
 _SECOND_DOCUMENT = re.compile(r"after document|trailing", re.I)  # orjson's words for it
 
 
@@ -118,6 +119,9 @@ def json_documents(
         else:
             yield name, value
             return
+    if len(raw) <= MAX_DOCUMENT_BYTES and (several := concatenated(raw, name)) is not None:
+        yield from several
+        return
     # one document with invalid UTF-8 bytes: keep it, with the bytes replaced
     repaired = raw.decode("utf-8", errors="replace").encode() if bad_utf8 else raw
     if repaired != raw:
@@ -130,6 +134,46 @@ def json_documents(
             yield name, value
             return
     yield from parse_lines(name, lines(raw), warnings, bad_lead=MAX_BAD_LEAD)
+
+
+def concatenated(raw: bytes, name: str) -> list[tuple[str, Any]] | None:
+    """The documents of a file that is several JSON documents one after another, each over
+    several lines (what `print()` of stripe-python objects and `jq` write), with the line each
+    starts on; None when the file is not that: JSON lines (its first line parses alone), or
+    text that is not JSON documents throughout."""
+    first = raw.lstrip()[:1]
+    if first not in (b"{", b"["):
+        return None
+    head = raw.lstrip().split(b"\n", 1)[0]
+    try:
+        orjson.loads(head)
+        return None  # JSON lines: read a line at a time
+    except orjson.JSONDecodeError:
+        pass
+    import json
+
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    decoder = json.JSONDecoder()
+    out: list[tuple[str, Any]] = []
+    at, line, end = 0, 1, len(text)
+    while True:
+        gap = _BLANK.match(text, at)
+        if gap is not None:
+            line += gap.group().count("\n")
+            at = gap.end()
+        if at >= end:
+            break
+        try:
+            value, stop = decoder.raw_decode(text, at)
+        except (ValueError, RecursionError):
+            return None
+        out.append((f"{name}:{line}", value))
+        line += text.count("\n", at, stop)
+        at = stop
+    return out if len(out) > 1 else None
 
 
 def parse_lines(name: str, numbered: Iterable[tuple[int, bytes | None]],

@@ -253,6 +253,40 @@ def _variant_summary(truth: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def evaluate_kept(folder: Path, analyze: Analyze) -> dict[str, Any]:
+    """One incident generated earlier (`--keep`), scored again: the same folders measured by
+    two engines are the fairest before and after."""
+    truth = json.loads((folder / "truth.json").read_text())
+    seed = int(folder.name.rsplit("-", 1)[-1]) if folder.name.rsplit("-", 1)[-1].isdigit() \
+        else -1
+    result: dict[str, Any] = {"seed": seed, "realism": truth.get("realism", "clean"),
+                              "folder": str(folder)}
+    try:
+        report, analysis_s, engine_s = analyze(folder)
+    except Exception as error:  # noqa: BLE001 - one failed incident must not end the run
+        result["error"] = f"{type(error).__name__}: {error}"[:3000]
+        return result
+    result.update(scenario=truth.get("scenario"), **score(truth, report))
+    result["time"] = {"generation_s": 0.0, "generation_run_s": 0.0,
+                      "analysis_s": round(analysis_s, 3),
+                      "engine_s": None if engine_s is None else round(engine_s, 3)}
+    result["variant"] = _variant_summary(truth)
+    return result
+
+
+def kept_folders(root: Path) -> list[Path]:
+    """The incident folders under `root` with a lab truth.json (a `layer` and `request_ids`)."""
+    out = []
+    for truth in sorted(root.glob("*/truth.json")):
+        try:
+            doc = json.loads(truth.read_text())
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and "layer" in doc and "request_ids" in doc:
+            out.append(truth.parent)
+    return out
+
+
 # ---------------------------------------------------------------------------- the run
 
 
@@ -457,8 +491,27 @@ def specs_for(realism: str, count: int, start: int | None) -> list[Spec]:
 
 def run_eval(analyze: Analyze, *, seeds: int | None, ci: bool = False, start: int | None = None,
              realism: str = "field", out: str | None = None, label: str | None = None,
-             keep: str | None = None, jobs: int = MAX_JOBS) -> int:
+             keep: str | None = None, jobs: int = MAX_JOBS, folders: str | None = None) -> int:
     """`twice lab eval`: generate, analyse and score; print the summary, write the results."""
+    if folders is not None:
+        kept = kept_folders(Path(folders))
+        if not kept:
+            print(f"twice lab eval: no lab incident folders under {folders}", file=sys.stderr)
+            return 2
+        started = time.perf_counter()
+        results = [evaluate_kept(f, analyze) for f in kept]
+        result: dict[str, Any] = {"summary": summarize(results), "incidents": results}
+        result["summary"]["wall_s"] = round(time.perf_counter() - started, 1)
+        label = label or f"folders:{Path(folders).name}"
+        result["summary"].update(label=label, seeds=[r["seed"] for r in results],
+                                 generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                                 engine_commit=_git("HEAD"), engine_tree=_git("HEAD:twice"))
+        print(render(result["summary"], f"{label} ({len(kept)} incidents)"))
+        path = Path(out) if out else Path(tempfile.gettempdir()) / (
+            f"twice-accuracy-{label.replace(':', '-')}.json")
+        write_results(path, label, result)
+        print(f"\nresults: {path}")
+        return 0
     if ci:
         specs = ci_specs()
         label = label or f"field:ci:{CI_SEEDS.start}-{CI_SEEDS.stop - 1}"

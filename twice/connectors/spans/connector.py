@@ -28,6 +28,8 @@ from twice.connectors.spans.otlp import otlp_spans
 from twice.connectors.spans.read import span_documents
 
 name = "spans"
+# the span lists a ResourceSpans holds (protobuf JSON names, snake_case, OTLP before 1.0)
+_RESOURCE_SPANS_KEYS = ("scopeSpans", "scope_spans", "instrumentationLibrarySpans")
 
 
 def _records(doc: Any, origin: str, warnings: list[SourceWarning]) -> list[SpanRecord] | None:
@@ -43,6 +45,14 @@ def _records(doc: Any, origin: str, warnings: list[SourceWarning]) -> list[SpanR
     if isinstance(doc, dict):
         if isinstance(doc.get("result"), dict) and "resourceSpans" in doc["result"]:
             doc = doc["result"]  # Jaeger's api_v3 wraps OTLP in {"result": ...}
+        if isinstance(doc.get("trace"), dict):
+            doc = doc["trace"]  # Tempo's /api/v2/traces/<id>: {"trace": {"resourceSpans"}}
+        if isinstance(doc.get("batches"), list):
+            doc = {"resourceSpans": doc["batches"]}  # Tempo's /api/traces/<id> (v1)
+        if "resourceSpans" not in doc and "resource_spans" not in doc and \
+                any(k in doc for k in _RESOURCE_SPANS_KEYS):
+            # one bare ResourceSpans (opentelemetry-java's logging-otlp exporter, a line each)
+            doc = {"resourceSpans": [doc]}
         if "resourceSpans" in doc or "resource_spans" in doc:
             return otlp_spans(doc, origin, warnings)
         data = doc.get("data")
@@ -147,6 +157,8 @@ def sniff(path: Path, head: bytes) -> bool:
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text.startswith((b"{", b"[")):
         return False
-    if b'"resourceSpans"' in head:
+    if b'"resourceSpans"' in head or b'"batches"' in head and b'"spans"' in head:
+        return True
+    if any(b'"%s"' % k.encode() in head for k in _RESOURCE_SPANS_KEYS) and b'"spans"' in head:
         return True
     return b'"traceID"' in head and b'"spanID"' in head and b'"spans"' in head

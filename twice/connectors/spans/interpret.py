@@ -38,11 +38,18 @@ TOOL_NAME_KEYS = ("gen_ai.tool.name", "tool.name")
 ARGUMENT_KEYS = ("gen_ai.tool.call.arguments", "tool_call.function.arguments", "input.value",
                  "tool.parameters")
 THREAD_KEYS = ("gen_ai.conversation.id", "session.id", "langgraph.thread_id", "thread_id")
-REQUEST_ID_KEYS = ("http.response.header.request-id", "stripe.request_id")
-REPLAYED_KEYS = ("http.response.header.idempotent-replayed",)
-IDEMPOTENCY_KEY_KEYS = ("http.request.header.idempotency-key",)
+# Captured headers are named with dashes by the spec's examples and Java, with underscores by
+# OpenTelemetry Python's HTTP instrumentations (`opentelemetry-util-http` normalises them)
+REQUEST_ID_KEYS = ("http.response.header.request-id", "http.response.header.request_id",
+                   "stripe.request_id")
+REPLAYED_KEYS = ("http.response.header.idempotent-replayed",
+                 "http.response.header.idempotent_replayed")
+IDEMPOTENCY_KEY_KEYS = ("http.request.header.idempotency-key",
+                        "http.request.header.idempotency_key")
 PROXY_ATTEMPT_KEYS = ("http.request.header.x-envoy-attempt-count",
-                      "http.response.header.x-envoy-attempt-count")
+                      "http.response.header.x-envoy-attempt-count",
+                      "http.request.header.x_envoy_attempt_count",
+                      "http.response.header.x_envoy_attempt_count")
 HTTP_METHOD_KEYS = ("http.request.method", "http.method")
 HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
 URL_KEYS = ("url.full", "url.path", "http.url", "http.target")
