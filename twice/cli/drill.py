@@ -141,7 +141,8 @@ def show_debrief(console: Console, g: drills.Grade, e: drills.Explanation) -> No
         + ", ".join(g.key.needs) + "."))
     if a.confidence is not None:
         console.print(plain(f"You were {drills.CONFIDENCE[a.confidence]} before answering"
-                            + (f" and decided in {a.decide_s:.0f} s." if a.decide_s else ".")))
+                            + (f" and decided in {a.decide_s:.0f} s." if a.decide_s is not None
+                               else ".")))
     for key, right in (("mitigation", {g.key.mitigation}), ("owner", g.key.owners),
                        ("status", {g.key.status})):
         choices = {"mitigation": drills.MITIGATION_CHOICES, "owner": drills.OWNER_CHOICES,
