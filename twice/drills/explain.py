@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from twice.drills.curriculum import SOURCE_WORDS, Drill
-from twice.drills.facts import Call, Facts, Request, read_facts
+from twice.drills.facts import Call, Facts, Request, Span, read_facts
 from twice.drills.grading import (
     FIX_CHOICES,
     FIX_TEXT,
@@ -113,37 +113,28 @@ def _provider_points(q: Question, f: Facts, key: Key) -> list[Point]:
     return out
 
 
+def _tool_runs(f: Facts, reqs: list[Request]) -> list[tuple[Call, Span, list[Span]]]:
+    """Each tool span of the calls behind `reqs`, with the HTTP client spans it holds."""
+    return [(call, tool, f.http_spans(tool.id)) for call in _calls(f, reqs)
+            for tool in f.tool_spans(call.id)]
+
+
 def _sdk_points(f: Facts, a: Request, b: Request) -> list[Point]:
-    out = []
-    if f.spans is not None:
-        for call in _calls(f, [a, b]):
-            for tool in f.tool_spans(call.id):
-                http = f.http_spans(tool.id)
-                if len(http) >= 2:
-                    counts = " and ".join(s.resend for s in http)
-                    out.append(Point("spans", (
-                        f"One tool span, {tool.id} (tool call {call.id}), holds "
-                        f"{_n(len(http))} HTTP client spans ({', '.join(s.id for s in http)}) with "
-                        f"resend count {counts}: the HTTP client sent the request again inside "
-                        "one run of the tool.")))
-    out += _one_call_points(f, a, b)
-    return out
+    out = [Point("spans", (
+        f"One tool span, {tool.id} (tool call {call.id}), holds {_n(len(http))} HTTP client "
+        f"spans ({', '.join(s.id for s in http)}) with resend count "
+        f"{' and '.join(s.resend for s in http)}: the HTTP client sent the request again inside "
+        "one run of the tool.")) for call, tool, http in _tool_runs(f, [a, b]) if len(http) >= 2]
+    return out + _one_call_points(f, a, b)
 
 
 def _gateway_points(f: Facts, a: Request, b: Request) -> list[Point]:
-    out = []
-    if f.spans is not None:
-        for call in _calls(f, [a, b]):
-            for tool in f.tool_spans(call.id):
-                http = f.http_spans(tool.id)
-                if len(http) == 1:
-                    out.append(Point("spans", (
-                        f"The tool span {tool.id} (tool call {call.id}) holds one HTTP client "
-                        f"span, {http[0].id}, resend count {http[0].resend}, yet the provider "
-                        f"logged two requests ({a.id}, {b.id}): something between the client "
-                        "and the provider sent it again.")))
-    out += _one_call_points(f, a, b)
-    return out
+    out = [Point("spans", (
+        f"The tool span {tool.id} (tool call {call.id}) holds one HTTP client span, "
+        f"{http[0].id}, resend count {http[0].resend}, yet the provider logged two requests "
+        f"({a.id}, {b.id}): something between the client and the provider sent it again."))
+        for call, tool, http in _tool_runs(f, [a, b]) if len(http) == 1]
+    return out + _one_call_points(f, a, b)
 
 
 def _one_call_points(f: Facts, a: Request, b: Request) -> list[Point]:
@@ -492,13 +483,11 @@ def _wrong_layer(f: Facts, q: Question, key: Key, chosen: str) -> list[str]:
                 f"model asked twice; {chosen} re-executes one call with one tool call id."]
     out = []
     http_a, http_b = f.http_span_of(a), f.http_span_of(b)
-    if chosen == "gateway_retry" and f.spans is not None and calls:
-        for tool in f.tool_spans(calls[0].id):
-            http = f.http_spans(tool.id)
-            if len(http) >= 2:
-                out.append(f"A proxy's resend leaves one client span; here tool span {tool.id} "
-                           f"holds {_n(len(http))}, resend count "
-                           f"{' and '.join(s.resend for s in http)}.")
+    runs = _tool_runs(f, [a, b])
+    if chosen == "gateway_retry":
+        out += [f"A proxy's resend leaves one client span; here tool span {tool.id} holds "
+                f"{_n(len(http))}, resend count {' and '.join(s.resend for s in http)}."
+                for _, tool, http in runs if len(http) >= 2]
     if chosen in ("sdk_retry", "gateway_retry"):
         if a.key != b.key and "-" not in (a.key, b.key):
             out.append(f"A resend below the agent repeats the request byte for byte, key "
@@ -510,13 +499,10 @@ def _wrong_layer(f: Facts, q: Question, key: Key, chosen: str) -> list[str]:
         if q.gaps and q.gaps[0].band.value != "seconds":
             out.append(f"A resend below the agent comes within seconds; these are "
                        f"{q.gaps[0].text} apart.")
-    if chosen == "sdk_retry" and truth == "gateway_retry" and f.spans is not None and calls:
-        for tool in f.tool_spans(calls[0].id):
-            http = f.http_spans(tool.id)
-            if len(http) == 1:
-                out.append(f"An HTTP client's resend leaves a second client span with resend "
-                           f"count 1; here tool span {tool.id} holds one, {http[0].id}, "
-                           f"resend count {http[0].resend}, for two requests.")
+    if chosen == "sdk_retry" and truth == "gateway_retry":
+        out += [f"An HTTP client's resend leaves a second client span with resend count 1; "
+                f"here tool span {tool.id} holds one, {http[0].id}, resend count "
+                f"{http[0].resend}, for two requests." for _, tool, http in runs if len(http) == 1]
     if chosen == "step_retry":
         if truth in ("sdk_retry", "gateway_retry") and q.gaps and \
                 q.gaps[0].band.value == "seconds":
