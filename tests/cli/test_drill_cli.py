@@ -90,6 +90,18 @@ def test_answer_flags_grade_explain_and_record(drill_cache: Path, tmp_path: Path
         "1 drills, 1 tries; first tries 3/3; right layer 1/1"
 
 
+def test_with_flags_the_response_questions_are_optional(drill_cache: Path,
+                                                       tmp_path: Path) -> None:
+    console, out = _console()
+    code = main(["--drill", L1_STEP.id, "--trainee", "bo", "--answer", "step_retry", "--fix",
+                 "derived_key", "--cache", str(drill_cache), "--store", str(tmp_path / "s")],
+                read=lambda prompt: pytest.fail(f"asked {prompt!r}"), console=console)
+    assert code == 0 and "Response" not in out.getvalue()
+    [kept] = DrillStore(tmp_path / "s").history("bo")
+    assert kept.response_ok is None and kept.opened == drills.SOURCES
+    assert not kept.evidence_ok  # every source opened: more than the answer needs
+
+
 def test_a_bad_drill_id_or_flag_is_one_message_and_exit_2(capsys: pytest.CaptureFixture[str],
                                                           tmp_path: Path) -> None:
     assert main(["--drill", "L2-step_retry-5", "--store", str(tmp_path / "s")]) == 2

@@ -183,6 +183,13 @@ def _ask_or(value: str | None, console: Console, what: str, choices: dict[str, s
                                                                       read)
 
 
+def _response(value: str | None, interactive: bool, console: Console, what: str,
+              choices: dict[str, str], read: Read) -> str | None:
+    if value or interactive:
+        return _ask_or(value, console, what, choices, read)
+    return None
+
+
 DRILL_HELP = """Practise on a lab incident with the verdict hidden.
 
 \b
@@ -273,10 +280,13 @@ def drill_group(ctx: click.Context, trainee: str | None, level: int, seed: int |
         given = drills.Answer(
             layer, _ask_or(fix, console, "Fix", drills.FIX_CHOICES, read), tuple(opened),
             confidence, decide,
-            _ask_or(mitigation, console, "For the customer, now", drills.MITIGATION_CHOICES,
-                    read),
-            _ask_or(owner, console, "Who owns the change", drills.OWNER_CHOICES, read),
-            _ask_or(status, console, "The status update", drills.STATUS_CHOICES, read))
+            # the response questions are asked in a session; with flags they are optional
+            _response(mitigation, interactive, console, "For the customer, now",
+                      drills.MITIGATION_CHOICES, read),
+            _response(owner, interactive, console, "Who owns the change", drills.OWNER_CHOICES,
+                      read),
+            _response(status, interactive, console, "The status update",
+                      drills.STATUS_CHOICES, read))
     except (EOFError, KeyboardInterrupt):
         print("\ntwice drill: no answer given (use --answer and --fix when not interactive)",
               file=sys.stderr)
