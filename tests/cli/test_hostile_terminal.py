@@ -36,12 +36,13 @@ from tests.hostile import (
     SAMPLES,
     honest_analysis,
 )
-from twice.cli.drill import show_question, show_result
+from twice.cli.drill import show_page, show_result, show_source
 from twice.cli.sweep import _print_table
 from twice.cli.table import render
 from twice.clocks import THIN_LABEL
 from twice.drills.curriculum import Drill
-from twice.drills.grading import Explanation, Grade
+from twice.drills.explain import Explanation, Point
+from twice.drills.grading import Answer, Grade, Key
 from twice.drills.question import Gap, Question
 from twice.layers import Band
 from twice.store.sweeps import SweepGroup, SweepRecord
@@ -170,23 +171,30 @@ def test_sweep_table_shows_a_hostile_customer_as_text() -> None:
 
 def test_drill_question_and_feedback_show_hostile_text_as_text() -> None:
     console, out = _terminal()
-    attempts = pd.DataFrame({"at": [pd.Timestamp("2025-03-04T14:05:00Z")],
-                             "request_id": ["req_1" + REQUEST], "customer": [CUSTOMER],
-                             "currency": ["usd"]})
-    agent = pd.DataFrame({"kind": ["tool_call"], "thread_id": [THREAD], "detail": [RICH_LINK]})
-    q = Question(Drill(1, "step_retry", 7), "one clear duplicate", CUSTOMER,
-                 f"Customer {CUSTOMER} may have been charged twice", attempts,
+    provider = pd.DataFrame({"request id": ["req_1" + REQUEST], "customer": [CUSTOMER],
+                             "amount": ["49.00 USD"]})
+    agent = pd.DataFrame({"record": ["tool call"], "thread": [THREAD],
+                          "arguments / result": [RICH_LINK]})
+    q = Question(Drill(1, "step_retry", 7), CUSTOMER, "49.00 USD",
+                 f"Customer {CUSTOMER} may have been charged twice",
+                 {"provider": None, "checkpoints": None, "spans": None, "queue": None},
+                 {"provider": provider, "checkpoints": agent, "spans": None, "queue": None},
                  [Gap("req_1" + REQUEST, "req_2" + REQUEST, 31.0, Band.TENS_OF_SECONDS)],
-                 agent, None, (pd.Timestamp(0), pd.Timestamp(1)))  # type: ignore[arg-type]
-    show_question(console, q)
-    grade = Grade("step_retry", "derived_key", "step_retry", frozenset({"derived_key"}),
-                  True, True)
+                 [f"the provider's clock runs 1.000 s ahead of the spans of {THREAD}"],
+                 None, (pd.Timestamp(0), pd.Timestamp(1)))  # type: ignore[arg-type]
+    show_page(console, q)
+    for source in ("provider", "checkpoints", "spans"):
+        show_source(console, q, source)
+    key = Key("step_retry", frozenset({"step_retry"}), frozenset({"derived_key"}),
+              ("provider",), False, "refund_second", frozenset({"agent_team"}), "charged_twice")
+    grade = Grade(Answer("step_retry", "derived_key", ("provider",)), key, True, True, True)
     show_result(console, grade, Explanation(
-        "step_retry", f"headline {RICH_LINK}", f"happened {THREAD}", (f"gave {REQUEST}",),
-        (f"misled {CUSTOMER}",), f"fix {CLEAR}", f"twice said {OSC52}"))
+        "step_retry", f"headline {RICH_LINK}", f"happened {THREAD}",
+        (Point("provider", f"gave {REQUEST}"),), (Point("provider", f"misled {CUSTOMER}"),),
+        f"fix {CLEAR}", (f"1. path {OSC52}",)), [f"said {RICH_LINK}"])
     text = out.getvalue()
     _safe(text)
-    assert text.count(RICH_LINK) >= 4  # prompt, table, headline, misled: as typed
+    assert text.count(RICH_LINK) >= 5  # page, table, headline, misled, feedback: as typed
     for shown in ("<U+001B>]52;c;aGVsbG8=", "<U+202E>", "<U+0000>", "fix <U+001B>[2J"):
         assert shown in text
 

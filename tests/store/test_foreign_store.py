@@ -57,7 +57,7 @@ FOREIGN: dict[str, tuple[Callable[[Path], None], str]] = {
     "another program's database": (_foreign_sqlite, "other tables (orders)"),
     "a file that is not SQLite": (_not_sqlite, "not a SQLite database"),
     "a damaged SQLite file": (_damaged_sqlite, "cannot be read"),
-    "twice's drill scores": (_drill_scores, "other tables (attempts, schema_version)"),
+    "twice's drill scores": (_drill_scores, "other tables (answers, assignments, attempts"),
 }
 
 

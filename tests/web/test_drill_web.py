@@ -1,8 +1,12 @@
-"""The drills page: in-process with AppTest, and one drill completed in a real browser."""
+"""The drills pages: in-process with AppTest, and in a real browser a full drill with gradual
+reveal and the team lead's cohort view with its CSV."""
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,7 @@ from twice import drills
 from twice.drills.store import DrillStore
 
 ROOT = Path(__file__).resolve().parents[2]
+DRILL = drills.drill_for(1, "step_retry")  # the drill the terminal test plays too
 
 
 @pytest.fixture(scope="session")
@@ -38,10 +43,6 @@ def env(tmp_path: Path, drill_cache: Path, investigations: Path,
     st.cache_resource.clear()
 
 
-def _run(params: dict[str, str]) -> AppTest:
-    return run_app(params)
-
-
 def _text(at: AppTest) -> str:
     parts = [m.value for m in at.markdown] + [h.value for h in at.header] + \
         [t.value for t in at.title] + [t.value for t in at.text] + [s.value for s in at.success] \
@@ -50,28 +51,42 @@ def _text(at: AppTest) -> str:
     return "\n".join(str(p) for p in parts)
 
 
-def test_a_drill_link_opens_the_drill_and_an_answer_is_explained(env: Path) -> None:
-    drill = drills.drill_for(1, "model_reemission")
-    at = _run({"drill": drill.id, "trainee": "ana"})
-    assert at.title[0].value == f"Drill {drill.id}"
+def _named(at: AppTest, name: str) -> AppTest:
+    at.text_input(key="drill_name_input").set_value(name)
+    return at.button(key="drill_name_submit").click().run()
+
+
+def test_a_drill_link_reveals_sources_on_request_and_explains_the_answer(env: Path) -> None:
+    at = run_app({"drill": DRILL.id, "trainee": "mallory"})  # a link never names the trainee
+    assert at.title[0].value == f"Drill {DRILL.id}"
     before = _text(at)
-    assert "model_reemission" not in before and "What gave it away" not in before
-    assert f"?drill={drill.id}" in at.code[-1].value  # the shareable link: the id, no answer
-    at.radio(key="drill_layer").set_value("step_retry")  # a wrong layer ...
-    at.radio(key="drill_fix").set_value("unknown_outcome")  # ... and the right fix
+    assert "step_retry" not in before and "What gave it away" not in before
+    assert "may have been charged" in before and not at.dataframe  # the page only
+    assert f"?drill={DRILL.id}" in at.code[-1].value  # the shareable link: the id, no answer
+    at = _named(at, " Ana ")
+    at.button(key="open_provider").click().run()
+    assert len(at.dataframe) == 1 and "Gaps between the customer's requests" in _text(at)
+    at.button(key="open_checkpoints").click().run()
+    assert len(at.dataframe) == 2
+    at.radio(key="drill_confidence").set_value(2)
+    at.radio(key="drill_layer").set_value("model_reemission")  # a wrong layer ...
+    at.radio(key="drill_fix").set_value("derived_key")  # ... and the right fix
     at.button(key="drill_submit").click().run()
     assert not at.exception, at.exception
     after = _text(at)
-    assert "Score 1/2" in after
-    assert at.header[0].value.startswith("model_reemission")
-    assert "What gave it away" in after and "What would have misled" in after
+    assert "Score 2/3" in after
+    assert "You said model_reemission. One tool call id" in after
+    assert at.header[0].value.startswith("step_retry")
+    assert "What gave it away" in after and "The expert's path" in after
     [saved] = DrillStore(env).history("ana")
-    assert (saved.drill_id, saved.layer_answer, saved.score) == (drill.id, "step_retry", 1)
-    assert "Progress" in after and "Trainee: ana" in after
+    assert (saved.drill_id, saved.layer_answer, saved.opened, saved.confidence, saved.score) == (
+        DRILL.id, "model_reemission", ("provider", "checkpoints"), 2, 2)
+    assert DrillStore(env).history("mallory") == []
+    assert "Progress" in after and "Answering as ana" in after
 
 
 def test_the_drills_home_offers_a_new_drill_per_level(env: Path) -> None:
-    at = _run({"drill": "new"})
+    at = run_app({"drill": "new"})
     assert at.title[0].value == "Drills"
     assert [b.key for b in at.button if b.key and b.key.startswith("new_drill_")] == [
         f"new_drill_{n}" for n in drills.CURRICULUM]
@@ -82,7 +97,7 @@ def test_the_drills_home_offers_a_new_drill_per_level(env: Path) -> None:
 
 
 def test_a_mangled_drill_id_is_said_plainly(env: Path) -> None:
-    at = _run({"drill": "L2-step_retry-1"})
+    at = run_app({"drill": "L2-step_retry-1"})
     assert "not a drill id" in at.error[0].value
 
 
@@ -90,30 +105,75 @@ def test_a_mangled_drill_id_is_said_plainly(env: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def app_url(tmp_path_factory: pytest.TempPathFactory, drill_cache: Path,
-            investigations: Path) -> Iterator[str]:
+def app(tmp_path_factory: pytest.TempPathFactory, drill_cache: Path,
+        investigations: Path) -> Iterator[tuple[str, Path]]:
+    drills.generate(DRILL, drill_cache)  # before the app starts: no wait in the browser
     base = tmp_path_factory.mktemp("drill-web")
-    with running_app({"TWICE_STORE": str(investigations),
-                      "TWICE_DRILL_STORE": str(base / "drills.sqlite3"),
+    scores = base / "drills.sqlite3"
+    with running_app({"TWICE_STORE": str(investigations), "TWICE_DRILL_STORE": str(scores),
                       "TWICE_DRILL_CACHE": str(drill_cache)}) as url:
-        yield url
+        yield url, scores
 
 
-def test_a_trainee_completes_a_drill_in_the_browser(app_url: str) -> None:
-    drill = drills.drill_for(1, "model_reemission")  # the one the AppTest generated
+def test_a_trainee_completes_a_drill_with_gradual_reveal_in_the_browser(
+        app: tuple[str, Path]) -> None:
+    url, scores = app
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{app_url}/?drill={drill.id}")
-        page.get_by_text("Which layer repeated the call?").wait_for(timeout=90_000)
+        page.goto(f"{url}/?drill={DRILL.id}")
+        page.get_by_label("Your name (your answers are kept under it)").fill("Chris")
+        page.get_by_role("button", name="Use this name").click()
+        page.get_by_text("Answering as chris").wait_for(timeout=90_000)
+        body = page.locator("body").inner_text()
+        assert "request id" not in body  # nothing but the page yet
+        page.get_by_role("button", name="Show the provider's payment requests").click()
+        page.get_by_text("Gaps between the customer's requests").wait_for(timeout=60_000)
+        page.get_by_role("button", name="Show the traces").click()
         page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
-        page.get_by_label("Your name").fill("chris")
-        page.get_by_text("model_reemission — ", exact=False).click()
-        page.get_by_text(drills.FIX_CHOICES["unknown_outcome"]).click()
+        page.get_by_text("fairly sure").click()
+        page.get_by_text(drills.LAYER_CHOICES["step_retry"]).click()
+        page.get_by_text(drills.FIX_CHOICES["derived_key"]).click()
+        page.get_by_text(drills.MITIGATION_CHOICES["refund_second"]).click()
         page.get_by_role("button", name="Check my answer").click()
         page.get_by_text("What gave it away").wait_for(timeout=60_000)
         body = page.locator("body").inner_text()
-        assert "Score 2/2" in body
-        assert "What would have misled" in body
+        # the answer needs the checkpoints, which were not opened
+        assert "Score 2/3" in body and "You answered without the agent's checkpoints" in body
+        assert "The expert's path through the evidence" in body
         ROOT.joinpath("test-artifacts").mkdir(exist_ok=True)
         page.screenshot(path=str(ROOT / "test-artifacts" / "drill.png"), full_page=True)
+    [saved] = DrillStore(scores).history("chris")
+    assert saved.opened == ("provider", "spans") and saved.confidence == 3
 
+
+def test_a_team_lead_assigns_a_set_and_reads_the_cohort_in_the_browser(
+        app: tuple[str, Path], drill_cache: Path) -> None:
+    url, scores = app
+    store = DrillStore(scores)
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000},
+                                accept_downloads=True)
+        page.goto(f"{url}/?drill=lead")
+        page.get_by_label("Cohort", exact=True).first.fill("night shift")
+        page.get_by_label("Trainees (one a line, or comma-separated)").fill("dana\nEli")
+        page.get_by_label("… and/or these drill ids (comma-separated)").fill(
+            f"{DRILL.id}, L2-6")
+        page.get_by_role("button", name="Assign").click()
+        page.get_by_text("2 trainees: dana, eli").wait_for(timeout=60_000)
+        assert store.cohort("night shift") == (["dana", "eli"], [DRILL.id, "L2-6"])
+        # dana answers the first drill of the set (as the drill page would record it)
+        folder = drills.generate(DRILL, drill_cache)
+        g = drills.grade(DRILL, folder, drills.Answer("redelivery", "derived_key",
+                                                      ("provider", "checkpoints")))
+        store.record("dana", DRILL, g, cohort="night shift", at=datetime.now(UTC))
+        page.reload()
+        page.get_by_text("Per layer (first tries)").wait_for(timeout=60_000)
+        page.get_by_text("Per drill").wait_for()
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Download the results (CSV)").click()
+        rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
+        assert len(rows) == 4  # two trainees, two drills
+        dana = next(r for r in rows if r["trainee"] == "dana" and r["drill"] == DRILL.id)
+        assert (dana["layer"], dana["first_answer"], dana["first_score"]) == (
+            "step_retry", "redelivery", "2")
+        page.screenshot(path=str(ROOT / "test-artifacts" / "drill-cohort.png"), full_page=True)

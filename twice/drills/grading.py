@@ -1,43 +1,105 @@
-"""Grading a drill answer against `truth.json`, and explaining it from the evidence.
+"""The answer key of a drill, and grading an answer against it.
 
-`grade` scores the layer and the fix against the ground truth (what the lab did), not against
-twice's verdict; `explain` says what gave it away and what would have misled.
+An answer is the layer (or "not a duplicate", or "I can't tell: I need X"), the fix, the
+sources the trainee opened, how sure they were, and the response: what to do for the customer,
+who owns the change, what to tell people. The key comes from the lab's ground truth
+(`truth.json`: what the lab did) and the drill's case (what its evidence can decide), never
+from twice's verdict.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from twice.drills.curriculum import Drill
-from twice.drills.question import Gap, customer_attempts, load, question
-from twice.engine import Analysis
-from twice.layers import LAYERS, REMEDIES, Band, Layer, usual_suspects
-from twice.timeline import Kind
-from twice.verdict import fmt_gap
+from twice.drills.curriculum import SOURCE_WORDS, SOURCES, Drill
+from twice.layers import LAYERS, Layer
 
 NONE = "none"  # the layer answer "not a duplicate", as truth.json spells it
-
+NEED = "need_"  # "I can't tell: I need <source>"
+NEEDABLE = ("spans", "queue")  # the sources a team may not have exported
 
 LAYER_CHOICES: dict[str, str] = {
     **{layer.value: LAYERS[layer].plain for layer in Layer if layer is not Layer.UNKNOWN},
     NONE: "not a duplicate: each charge was asked for",
+    **{NEED + s: f"I can't tell: I need {SOURCE_WORDS[s]}" for s in NEEDABLE},
 }
-# the fixes a trainee picks from: every remedy but "export the evidence" (a drill has it all)
-FIX_CHOICES: dict[str, str] = {code: r.short for code, r in REMEDIES.items()
-                               if code != "export_evidence"}
-FIX_TEXT: dict[str, str] = {code: REMEDIES[code].text for code in FIX_CHOICES}
-# Which fixes stop each layer's second charge (a derived key makes any re-execution a replay,
-# except the model's: a new tool call id derives a new key).
-ACCEPTED_FIXES: dict[str, frozenset[str]] = {
-    **{layer.value: LAYERS[layer].remedies for layer in Layer if layer is not Layer.UNKNOWN},
-    NONE: frozenset({"nothing"}),
+FIX_CHOICES: dict[str, str] = {
+    "derived_key": "derive the idempotency key from the thread id and the tool call id",
+    "client_key": "send a key the HTTP client reuses on its own retries",
+    "proxy_no_retry": "stop the proxy resending POSTs to the provider",
+    "unknown_outcome": "report a timed-out create as unknown, add a status lookup",
+    "visibility_timeout": "raise the queue's visibility timeout above the run time",
+    "effects_record": "keep a durable record of the agent's own effects, check it first",
+    "nothing": "nothing to fix: no second payment came from a re-execution",
 }
+FIX_TEXT: dict[str, str] = {
+    "derived_key": "Derive the idempotency key from the thread id and the tool call id (a hash "
+                   "of the two) instead of making one inside the tool: every re-run of the same "
+                   "call then sends the same key, and the provider replays it.",
+    "client_key": "Send an idempotency key that the HTTP client reuses on its own retries, so "
+                  "a resend is replayed by the provider instead of executed again.",
+    "proxy_no_retry": "Stop the proxy between the agent and the provider from resending POSTs "
+                      "it cannot know are safe, or make a resend harmless with a key derived "
+                      "from the thread id and the tool call id.",
+    "unknown_outcome": "Report a timed-out create to the model as an unknown outcome, not a "
+                       "failure, and give the agent a status lookup: no idempotency key stops "
+                       "the model from asking again with a new tool call.",
+    "visibility_timeout": "Keep the queue's visibility timeout above the run time (or extend it "
+                          "while working), and derive the key from the thread id and the tool "
+                          "call id, so a run delivered again replays its charge.",
+    "effects_record": "Keep a durable record of the agent's own effects, keyed by the derived "
+                      "key, and check it before a create that resumes later than the provider "
+                      "keeps keys.",
+    "nothing": "Nothing to change: the provider made one payment per intended call.",
+}
+MITIGATION_CHOICES: dict[str, str] = {
+    "refund_second": "refund the second payment",
+    "refund_both": "refund both payments",
+    "none_replayed": "nothing to refund: the provider made one payment",
+    "none_asked": "nothing to refund: every payment of the customer was asked for",
+    "ask_provider": "ask the provider to reverse its duplicate",
+}
+OWNER_CHOICES: dict[str, str] = {
+    "agent_team": "the agent's team (the tool's and the framework's code)",
+    "proxy_owners": "the team that runs the proxy between the agent and the provider",
+    "queue_owners": "the team that runs the queue and the workers",
+    "provider": "the payment provider",
+    "nobody": "nobody: nothing needs to change",
+}
+STATUS_CHOICES: dict[str, str] = {
+    "charged_twice": "The customer was charged twice for one payment; the second is being "
+                     "refunded; a repeated call on our side caused it and a fix is under way.",
+    "provider_fault": "The payment provider charged the customer twice; we asked them to "
+                      "reverse it.",
+    "deduplicated": "No double charge: the repeated request was deduplicated, one payment was "
+                    "made.",
+    "asked_for": "No incident: every payment of the customer was asked for.",
+}
+CONFIDENCE = {1: "guessing", 2: "unsure", 3: "fairly sure", 4: "certain"}
 # Scenarios whose re-execution came after the provider's key retention: the derived key was
 # already sent (and expired), so only the agent's own record of its effects stops it.
 PAST_RETENTION = frozenset({"human_pause"})
+_OWNERS = {"sdk_retry": {"agent_team"}, "gateway_retry": {"proxy_owners"},
+           "step_retry": {"agent_team"}, "model_reemission": {"agent_team"},
+           "redelivery": {"queue_owners", "agent_team"}}
+
+
+@dataclass(frozen=True)
+class Key:
+    """What counts as right for one drill."""
+
+    true_layer: str
+    layers: frozenset[str]  # accepted layer answers
+    fixes: frozenset[str]
+    needs: tuple[str, ...]  # the sources the answer needs
+    protected: bool
+    mitigation: str
+    owners: frozenset[str]
+    status: str
 
 
 def _protected(truth: dict[str, Any]) -> bool:
@@ -45,13 +107,29 @@ def _protected(truth: dict[str, Any]) -> bool:
                                        or int(truth["effects_created"]) < 2)
 
 
-def answer_key(truth: dict[str, Any]) -> tuple[str, frozenset[str]]:
-    """The right layer, and the fixes that count as right."""
-    if _protected(truth):
-        return str(truth["layer"]), frozenset({"nothing"})
+def answer_key(drill: Drill, truth: dict[str, Any]) -> Key:
+    layer = str(truth["layer"])
+    case = drill.spec
+    protected = _protected(truth)
+    layers = frozenset({NEED + s for s in case.missing}) if case.undecidable else \
+        frozenset({layer})
+    if layer == NONE:
+        return Key(layer, layers, frozenset({"nothing"}), case.needs, False, "none_asked",
+                   frozenset({"nobody"}), "asked_for")
+    if protected:  # the key already made the repeat harmless: keeping it is right too
+        keep = LAYERS[Layer(layer)].remedies & {"client_key", "derived_key"}
+        return Key(layer, layers, frozenset({"nothing", *keep}), case.needs, True,
+                   "none_replayed", frozenset({"nobody", "agent_team"}), "deduplicated")
+    fixes = frozenset({"effects_record"}) if truth.get("scenario") in PAST_RETENTION else \
+        frozenset(LAYERS[Layer(layer)].remedies)
+    owners = frozenset(_OWNERS[layer])
+    if case.undecidable:  # either of the layers the evidence cannot tell apart
+        fixes &= frozenset({"derived_key"})
+        owners = frozenset({"agent_team", "proxy_owners"})
     if truth.get("scenario") in PAST_RETENTION:
-        return str(truth["layer"]), frozenset({"effects_record"})
-    return str(truth["layer"]), ACCEPTED_FIXES[str(truth["layer"])]
+        owners = frozenset({"agent_team"})
+    return Key(layer, layers, fixes, case.needs, False, "refund_second", owners,
+               "charged_twice")
 
 
 def parse_choice(text: str, choices: dict[str, str]) -> str:
@@ -63,149 +141,80 @@ def parse_choice(text: str, choices: dict[str, str]) -> str:
     if text in ("not_a_duplicate", "no", "control"):
         return NONE if NONE in choices else text
     if text not in choices:
-        raise ValueError(f"{text!r}: choose one of {', '.join(keys)} (or its number)")
+        raise ValueError(f"{text[:40]!r}: choose one of {', '.join(keys)} (or its number)")
     return text
+
+
+def parse_sources(text: str) -> tuple[str, ...]:
+    """`provider,spans` (or numbers, `all`, empty) -> the sources in that order."""
+    if text.strip().lower() == "all":
+        return SOURCES
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        out.append(parse_choice(part, {s: s for s in SOURCES}))
+    return tuple(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class Answer:
+    layer: str
+    fix: str
+    opened: tuple[str, ...] = SOURCES  # the sources asked for, in order
+    confidence: int | None = None  # CONFIDENCE
+    decide_s: float | None = None  # from the page to the answer
+    mitigation: str | None = None
+    owner: str | None = None
+    status: str | None = None
 
 
 @dataclass(frozen=True)
 class Grade:
-    layer_answer: str
-    fix_answer: str
-    true_layer: str
-    accepted_fixes: frozenset[str]
+    answer: Answer
+    key: Key
     layer_ok: bool
     fix_ok: bool
+    evidence_ok: bool  # opened every source the answer needs, and at most one more
+    response: dict[str, bool] = field(default_factory=dict)  # mitigation/owner/status answered
 
     @property
     def score(self) -> int:
-        return int(self.layer_ok) + int(self.fix_ok)
+        return int(self.layer_ok) + int(self.fix_ok) + int(self.evidence_ok)
+
+    @property
+    def response_score(self) -> int:
+        return sum(self.response.values())
+
+    @property
+    def extra_sources(self) -> tuple[str, ...]:
+        return tuple(s for s in self.answer.opened if s not in self.key.needs)
+
+    @property
+    def missed_sources(self) -> tuple[str, ...]:
+        return tuple(s for s in self.key.needs if s not in self.answer.opened)
 
 
-def grade(drill: Drill, folder: Path, layer_answer: str, fix_answer: str) -> Grade:
-    truth = json.loads((folder / "truth.json").read_text())
-    layer, fixes = answer_key(truth)
-    return Grade(layer_answer, fix_answer, layer, fixes, layer_answer == layer,
-                 fix_answer in fixes)
+MAX_SCORE = 3
+MAX_RESPONSE = 3
 
 
-# --------------------------------------------------------------------------- explanation
+def truth_of(folder: Path) -> dict[str, Any]:
+    truth: dict[str, Any] = json.loads((folder / "truth.json").read_text())
+    return truth
 
 
-@dataclass(frozen=True)
-class Explanation:
-    true_layer: str
-    headline: str
-    what_happened: str
-    gave_away: tuple[str, ...]
-    misled: tuple[str, ...]
-    fix: str
-    twice_said: str
+def grade(drill: Drill, folder: Path, answer: Answer) -> Grade:
+    key = answer_key(drill, truth_of(folder))
+    opened = set(answer.opened)
+    evidence_ok = set(key.needs) <= opened and len(opened - set(key.needs)) <= 1
+    response = {}
+    for name, given, right in (("mitigation", answer.mitigation, {key.mitigation}),
+                               ("owner", answer.owner, key.owners),
+                               ("status", answer.status, {key.status})):
+        if given is not None:
+            response[name] = given in right
+    return Grade(answer, key, answer.layer in key.layers, answer.fix in key.fixes, evidence_ok,
+                 response)
 
 
-def _their_duplicates(analysis: Analysis, customer: str) -> list[Any]:
-    mine = set(customer_attempts(analysis, customer)["attempt_id"].astype(str))
-    return [d for g in analysis.groups for d in g.duplicates if d.second in mine]
-
-
-def explain(drill: Drill, folder: Path) -> Explanation:
-    truth, analysis = load(folder)
-    layer, fixes = answer_key(truth)
-    protected = _protected(truth)
-    meta = _meta(folder)
-    q_gaps = question(drill, folder).gaps
-    dups = _their_duplicates(analysis, str(truth["customer"]))
-    gave: list[str] = [str(e) for d in dups for e in d.evidence
-                       if not e.startswith("gap ")]  # the band is discussed under "misled"
-    findings = [f"{f.code}: {f.detail}" for g in analysis.groups for f in g.findings
-                if any(d in g.duplicates for d in dups)]
-    misled: list[str] = []
-    if layer == NONE:
-        headline = "Not a duplicate: every charge was asked for."
-        gave.extend(_control_evidence(analysis, str(truth["customer"])))
-        gave.append("each charge has its own tool call id, and each came after a successful "
-                    "result and a new request (a new human turn or a new thread): nothing "
-                    "failed, so nothing was retried")
-        misled.append("same customer, same amount, same tool: it looks like the model asking "
-                      "again, but the model asks again after a FAILURE; here the first call "
-                      "succeeded")
-    else:
-        headline = f"{layer}: {LAYERS[Layer(layer)].plain}" + (
-            " (protected: one effect)" if protected else "")
-    if protected:
-        misled.append("two requests reached the provider, but only one effect: the second was "
-                      "answered from the idempotency cache (replayed), so no customer was "
-                      "charged twice and there is nothing to fix")
-    for gap in q_gaps:
-        misled.extend(_band_note(layer, gap))
-    if layer != NONE and any(g.band is Band.BEYOND_RETENTION for g in q_gaps):
-        misled.append("both requests carry the same derived idempotency key, so the fix for "
-                      "retries looks in place; but the repeat came after the provider's key "
-                      "retention (Stripe: 24 h), when the key had been pruned and the request "
-                      "counted as new")
-    if "spans.jsonl" in meta.get("drop", []):
-        misled.append("no traces were exported: nothing shows the HTTP client's resends or the "
-                      "tool executions; the checkpoints (tool call ids) and the queue's receive "
-                      "counts have to carry the verdict")
-    elif any(f.startswith("span_missing") for f in findings):
-        misled.append("the traces show fewer tool executions than the provider saw requests "
-                      "(a failed attempt left no tool span): the traces alone hide the repeat")
-    if meta.get("skew_s"):
-        misled.append(f"the provider's clock ran {meta['skew_s']:+d} s off the agent's: on raw "
-                      "clocks its requests sit that far from the tool calls that made them; "
-                      "twice aligned them through the request ids the HTTP spans captured")
-    verdicts = sorted({d.layer.value for d in dups})
-    twice_said = ("twice found no repeated call for this customer" if not dups else
-                  "twice said " + ", ".join(verdicts) + " (confidence "
-                  + ", ".join(f"{d.confidence:.2f}" for d in dups) + ")")
-    if dups and layer != NONE and verdicts != [layer]:
-        misled.append(f"{twice_said}, not {layer}: the ground truth is what the lab did")
-    if dups and layer == NONE:
-        misled.append(f"{twice_said}: a control it should not have flagged")
-    fix = " / ".join(FIX_TEXT[f] for f in sorted(fixes))
-    return Explanation(layer, headline, str(truth["description"]), tuple(gave + findings),
-                       tuple(dict.fromkeys(misled)), fix, twice_said)
-
-
-def _control_evidence(analysis: Analysis, customer: str) -> list[str]:
-    """For a control: each charge's own tool call, how it ended, and its thread."""
-    mine = customer_attempts(analysis, customer)
-    results = analysis.timeline[analysis.timeline["kind"] == Kind.TOOL_RESULT.value]
-    outcome = dict(zip(results["tool_call_id"].astype(str), results["outcome"], strict=True))
-    out = []
-    for _, a in mine.iterrows():
-        call = a["tool_call_id"] if isinstance(a["tool_call_id"], str) else None
-        if call is None:
-            continue
-        out.append(f"{a['request_id']} was made by tool call {call} in thread {a['thread_id']}"
-                   f", whose result was '{outcome.get(call, 'not recorded')}'")
-    calls = {a for a in mine["tool_call_id"] if isinstance(a, str)}
-    threads = {t for t in mine["thread_id"] if isinstance(t, str)}
-    if len(threads) > 1:
-        out.append(f"the charges come from {len(threads)} different threads: separate runs, "
-                   "not one run repeated")
-    elif len(calls) > 1:
-        out.append(f"{len(calls)} different tool call ids in one thread, the first one "
-                   "successful: the model was asked again, it did not retry")
-    return out
-
-
-def _band_note(layer: str, gap: Gap) -> list[str]:
-    suspects = [x.value for x in usual_suspects(gap.band)]
-    where = f"the {fmt_gap(gap.gap_seconds)} gap lands in the {gap.band.value} band"
-    if layer == NONE:
-        return [f"{where}, where {' / '.join(suspects)} usually lands: timing alone would call "
-                "it a duplicate"]
-    if gap.band not in LAYERS[Layer(layer)].bands:
-        return [f"{where}, where {' / '.join(suspects)} usually lands, not {layer}: the "
-                "fingerprints (tool call ids, keys, receive counts) outweigh the timing"]
-    others = [s for s in suspects if s != layer]
-    if others:
-        return [f"{where}, which {layer} shares with {' / '.join(others)}: the band alone "
-                "cannot tell them apart"]
-    return []
-
-
-def _meta(folder: Path) -> dict[str, Any]:
-    path = folder / "drill.json"
-    return json.loads(path.read_text()) if path.exists() else {}
-
+def choices_text(keys: Iterable[str], choices: dict[str, str]) -> str:
+    return "; ".join(choices[k] for k in sorted(keys))

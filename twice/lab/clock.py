@@ -1,9 +1,12 @@
 """A virtual wall clock for lab runs (time-machine).
 
 The whole process (LangGraph checkpoints, the Stripe-compatible server, moto's SQS, the
-OpenTelemetry SDK) reads `time.time()` / `datetime.now()`, which time-machine moves. The clock
-ticks with real time, and where the real program would wait (a 30 s client timeout, a 6-minute
-visibility timeout, a model turn) the lab shifts it by the nominal wait instead of waiting.
+OpenTelemetry SDK) reads `time.time()` / `datetime.now()`, which time-machine moves. By default
+the clock ticks with real time, and where the real program would wait (a 30 s client timeout, a
+6-minute visibility timeout, a model turn) the lab shifts it by the nominal wait instead of
+waiting. `tick=False` is the repeatable clock: it stands still between the lab's own moves, so
+a run's times depend on its seed only, never on how busy the machine was (see
+`twice.lab.repeatable`).
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ import time_machine
 class VirtualClock:
     """`with VirtualClock(start) as clock: ... clock.advance(30)`."""
 
-    def __init__(self, start: dt.datetime) -> None:
+    def __init__(self, start: dt.datetime, *, tick: bool = True) -> None:
         if start.tzinfo is None:
             raise ValueError("start must be timezone-aware")
         self.start = start
-        self._travel = time_machine.travel(start, tick=True)
+        self.tick = tick
+        self._travel = time_machine.travel(start, tick=tick)
         self._traveller: time_machine.Traveller | None = None
         self._lock = threading.Lock()
 

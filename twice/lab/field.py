@@ -184,6 +184,21 @@ def draw_variant(name: str, seed: int) -> dict[str, Any]:
     return variant
 
 
+def with_fixed(variant: dict[str, Any], fixed: dict[str, Any]) -> dict[str, Any]:
+    """`variant` with the fields of `fixed` set (nested dicts merged key by key, e.g.
+    `{"busy_day": {"threads": 12}}` keeps the other busy-day draws); an unknown field is a
+    ValueError."""
+    out = dict(variant)
+    for key, value in fixed.items():
+        if key not in variant:
+            raise ValueError(f"a field variant has no {key!r}; it has {sorted(variant)}")
+        if isinstance(value, dict) and isinstance(variant[key], dict) and key != "options":
+            out[key] = with_fixed(variant[key], value)
+        else:
+            out[key] = value
+    return out
+
+
 def _draw_renewals(rng: random.Random) -> list[dict[str, Any]]:
     """Subscription renewals (automatic flows): some for the incident's own customer inside the
     incident's tool window (same amount or not), others for the day's customers."""
@@ -240,10 +255,14 @@ def run_field(
     dsn: str | None = None,
     start: dt.datetime | None = None,
     options: dict[str, Any] | None = None,
+    repeatable: bool = False,
+    fixed: dict[str, Any] | None = None,
 ) -> tuple[Path, StripeServer]:
+    """`fixed`: variant fields set instead of drawn (`with_fixed`; drills fix what each level
+    teaches); `repeatable`: as in `bench`."""
     from twice.lab.scenarios import check_options  # this module is imported by twice.lab.scenarios
 
-    variant = draw_variant(name, seed)
+    variant = with_fixed(draw_variant(name, seed), fixed or {})
     chosen = {**variant["options"], **(options or {})}
     check_options(name, func, chosen, dsn)
     variant["options"] = chosen
@@ -251,7 +270,8 @@ def run_field(
     day_rng = random.Random(f"field-day:{name}:{seed}")
     bench_seed = zlib.crc32(f"field:{name}:{seed}".encode())
     with bench(out, seed=bench_seed, start=when, noise=noise, dsn=dsn,
-               clock_offset=variant["clock_offset"], **_server_options(variant)) as b:
+               clock_offset=variant["clock_offset"], repeatable=repeatable,
+               **_server_options(variant)) as b:
         applied = _instrumentation(b, variant)
         b.think_range = (variant["think_range"][0], variant["think_range"][1])
         b.model.id_style = variant["model_ids"]

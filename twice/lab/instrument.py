@@ -255,14 +255,15 @@ def _is_timeout(error: BaseException) -> bool:
 def advance_on_timeout(
     error: BaseException, started: float, clock: VirtualClock | None, nominal_timeout: float | None
 ) -> None:
-    """An attempt on the wire started at `started` (time.monotonic()) failed with `error`: if it
-    timed out, move the virtual clock so the wait reads as `nominal_timeout` seconds.
+    """An attempt on the wire started at `started` (`time.time()`, the virtual clock) failed with
+    `error`: if it timed out, move the virtual clock so the wait reads as `nominal_timeout`
+    seconds (measured on the virtual clock, so a clock that stands still moves by all of it).
 
     The lab's real timeouts are short (a fraction of a second); on the virtual clock they read
     as the nominal ones (30 s, 80 s). Called before the attempt's span (lab or field) ends, so
     that span's duration is the nominal timeout too."""
     if clock is not None and nominal_timeout is not None and _is_timeout(error):
-        clock.advance(nominal_timeout - (time.monotonic() - started))
+        clock.advance(nominal_timeout - (time.time() - started))
 
 
 def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
@@ -297,7 +298,7 @@ class _AttemptSpan:
         if key:
             attributes["http.request.header.idempotency-key"] = [key]
         self.span = tracer.start_span(method.upper(), kind=SpanKind.CLIENT, attributes=attributes)
-        self.started = time.monotonic()
+        self.started = time.time()
 
     def response(self, status: int, headers: Mapping[str, str] | None) -> None:
         self.span.set_attribute("http.response.status_code", status)
@@ -386,7 +387,7 @@ class _WirePoolMixin:
     nominal_timeout: float | None = None
 
     def _make_request(self, conn: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        started = time.monotonic()
+        started = time.time()
         attempt = None
         if self.tracer is not None:
             retries = kwargs.get("retries")

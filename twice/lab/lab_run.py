@@ -22,6 +22,7 @@ from twice.lab.agent import Instrumentation, ToolOptions, Worker, open_checkpoin
 from twice.lab.clock import VirtualClock
 from twice.lab.effects import EffectLedger
 from twice.lab.model import BASE62, ScriptedChatModel
+from twice.lab.repeatable import repeatable as repeatable_run
 from twice.lab.stripe_server import StripeServer
 
 AMOUNTS = (900, 1500, 1900, 2900, 4900, 9900)
@@ -174,7 +175,10 @@ def bench(
     dsn: str | None = None,
     clock_offset: float | None = None,
     server_options: dict[str, Any] | None = None,
+    repeatable: bool = False,
 ) -> Iterator[Bench]:
+    """The bench of one run; `repeatable=True`: the same seed writes the same evidence
+    (`twice.lab.repeatable`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in OUTPUT_FILES:
         (out_dir / name).unlink(missing_ok=True)
@@ -186,9 +190,11 @@ def bench(
         offset_rng = random.Random(seed * 7919 + 1)
         clock_offset = round(offset_rng.uniform(1.2, 3.4), 3)
     with ExitStack() as stack:
-        clock = stack.enter_context(VirtualClock(start))
+        clock = stack.enter_context(VirtualClock(start, tick=not repeatable))
         server = stack.enter_context(StripeServer(seed=seed, clock_offset=clock_offset,
                                                       **(server_options or {})))
+        if repeatable:
+            stack.enter_context(repeatable_run(clock, server, seed))
         checkpointer = stack.enter_context(
             open_checkpointer(None if dsn else out_dir / "checkpoints.sqlite", dsn)
         )

@@ -9,7 +9,8 @@ scenarios where a run is picked up again (redelivery, human_pause) live in
 common to all: `noise` (noise runs per phase, default seeded), `dsn` (PostgresSaver instead of
 SQLite, and the PostgreSQL queue), `start` (aware datetime). Scenario options: `key`
 ("none" | "derived": the fix for rows 1-4), `on_timeout` for model_reemission ("fail" |
-"unknown": the fix), `visibility_timeout` for redelivery (seconds, default 360) and `queue`
+"unknown": the fix), `failed_spans` for step_retry (True: the failed attempt's tool span is
+exported too), `visibility_timeout` for redelivery (seconds, default 360) and `queue`
 ("auto": the PostgreSQL queue when a DSN is given, else SQS | "sqs" | "postgres"); for
 human_pause `effects` ("none" | "ledger": the fix past key retention) and `pause_hours`.
 """
@@ -97,14 +98,17 @@ def step_retry(
     retry_initial: float = 0.5,
     retry_backoff: float = 2.0,
     retry_attempts: int = 3,
+    failed_spans: bool = False,
 ) -> ScenarioResult:
+    # failed_spans=False: like many callback handlers, tool spans end only on success, so the
+    # failed attempt leaves no tool span (True: it leaves one with an error status)
     tool = ToolOptions(
         client="stripe",
         key=key,
         on_timeout="raise",
         timeout=REAL_TIMEOUT,
         nominal_timeout=timeout,
-        record_tool_errors=False,
+        record_tool_errors=failed_spans,
     )
     policy = RetryPolicy(initial_interval=retry_initial, backoff_factor=retry_backoff,
                          max_attempts=retry_attempts)
@@ -308,6 +312,8 @@ def run_scenario_with_server(
     start: dt.datetime | None = None,
     realism: Realism = "clean",
     detailed_truth: bool | None = None,
+    repeatable: bool = False,
+    fixed: dict[str, Any] | None = None,
     **options: Any,
 ) -> tuple[Path, StripeServer]:
     """Run one scenario and write its incident folder; returns the folder and the (stopped)
@@ -316,7 +322,10 @@ def run_scenario_with_server(
 
     `realism="field"` draws, from the seed, a variant as hard as production (`twice.lab.field`).
     `detailed_truth` (default: on in field realism) adds the incident's request ids and expected
-    findings to truth.json; the clean realism's truth.json is otherwise what it always was."""
+    findings to truth.json; the clean realism's truth.json is otherwise what it always was.
+    `repeatable=True`: the same seed writes the same evidence, to the microsecond
+    (`twice.lab.repeatable`; the default clock ticks with real time). `fixed` (field realism
+    only): variant fields set instead of drawn (`twice.lab.field.with_fixed`)."""
     if name not in ALL_SCENARIOS:
         raise KeyError(f"unknown scenario {name!r}; known: {', '.join(ALL_SCENARIOS)}")
     if realism not in REALISMS:
@@ -327,11 +336,14 @@ def run_scenario_with_server(
         from twice.lab.field import run_field  # field realism builds on this module
 
         return run_field(name, func, out, seed, noise=noise, dsn=dsn, start=start,
-                         options=options)
+                         options=options, repeatable=repeatable, fixed=fixed)
+    if fixed:
+        raise OptionError("fixed variant fields need realism='field'")
     check_options(name, func, options, dsn)
     # Each scenario gets its own ids and timings from the same user-facing seed.
     bench_seed = zlib.crc32(f"{name}:{seed}".encode())
-    with bench(out, seed=bench_seed, start=start or default_start, noise=noise, dsn=dsn) as b:
+    with bench(out, seed=bench_seed, start=start or default_start, noise=noise, dsn=dsn,
+               repeatable=repeatable) as b:
         truth, story = func(b, **options)
         server = b.server
         facts = collect_facts(server, b.checkpointer, truth.threads) if detailed_truth else None

@@ -36,6 +36,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -161,6 +162,8 @@ class StripeServer(LoopbackService):
         self.idempotency_keys = IdempotencyKeys()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        # called first thing for every request (`twice.lab.repeatable`: a drawn latency)
+        self.before_answer: Callable[[], None] | None = None
         for customer_id, fields in _customer_specs(customers):
             self.add_customer(customer_id, **fields)
 
@@ -271,6 +274,8 @@ class StripeServer(LoopbackService):
 
     # -- request handling -----------------------------------------------------------------
     def answer(self, handler: _Handler) -> None:  # type: ignore[override]
+        if self.before_answer is not None:
+            self.before_answer()
         now = self.now()
         request_id = self.ids.request_id()
         method = handler.command.upper()
