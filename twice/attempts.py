@@ -401,8 +401,8 @@ def infer_replays(attempts: pd.DataFrame) -> None:
 
 # what an attempt counted on the agent's side already knows of its links (link() fills the
 # same columns for the provider's attempts)
-AGENT_LINK_COLUMNS = ["at_raw", "time_basis", "link", "worker", "http_span_id", "tool_span_id",
-                      "trace_id", "resend_count", "proxy_attempt"]
+AGENT_LINK_COLUMNS = ["at_raw", "time_basis", "link", "worker", "http_span_id", "http_parent",
+                      "tool_span_id", "trace_id", "resend_count", "proxy_attempt"]
 
 
 def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
@@ -426,6 +426,7 @@ def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     by_tool = tools.drop_duplicates("span_id").set_index("span_id")
     wire_rows = wire.assign(
         attempt_id="http:" + wire["span_id"].astype(str), http_span_id=wire["span_id"],
+        http_parent=wire["parent_span_id"],
         tool_span_id=parent_tool, source="spans", time_basis="http_span",
         link="http_span",
         # the tool span above says what was asked, where the client span does not
@@ -445,8 +446,8 @@ def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
                              source="checkpoints", time_basis="checkpoint")
     cols = ["attempt_id", "at_aligned", "at", "tool_call_id", "thread_id", "subject", "amount",
             "currency", "worker", "source", "time_basis", "link", "request_id",
-            "idempotency_key", "method", "path", "status", "http_span_id", "tool_span_id",
-            "trace_id", "resend_count", "proxy_attempt"]
+            "idempotency_key", "method", "path", "status", "http_span_id", "http_parent",
+            "tool_span_id", "trace_id", "resend_count", "proxy_attempt"]
     out = pd.concat([part.reindex(columns=cols) for part in (wire_rows, tool_rows, call_rows)
                      if len(part)], ignore_index=True) if len(wire_rows) + len(tool_rows) + \
         len(call_rows) else pd.DataFrame(columns=cols)

@@ -27,6 +27,7 @@ from twice.matching import (
     ns,
     one_to_one,
     ordered_match,
+    same_values,
     stab,
     whole_seconds,
 )
@@ -70,7 +71,7 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
          ) -> tuple[pd.DataFrame, pd.DataFrame, list[ClockOffset]]:
     """Return (attempts with agent-side links, timeline with at_aligned, clock offsets)."""
     att = attempts.copy()
-    for col in ["http_span_id", "tool_span_id", "link", "worker", "trace_id"]:
+    for col in ["http_span_id", "http_parent", "tool_span_id", "link", "worker", "trace_id"]:
         att[col] = pd.Series([None] * len(att), index=att.index, dtype=object)
     att["resend_count"] = pd.Series([pd.NA] * len(att), index=att.index, dtype="Int64")
     att["proxy_attempt"] = pd.Series([pd.NA] * len(att), index=att.index, dtype="Int64")
@@ -180,6 +181,8 @@ def _apply_http(att: pd.DataFrame, matched: pd.DataFrame, http: pd.DataFrame, *,
         return
     idx = matched.index
     att.loc[idx, "http_span_id"] = matched["span_id"].to_numpy()
+    att.loc[idx, "http_parent"] = matched["parent_span_id"].astype(object).where(
+        matched["parent_span_id"].notna(), None).to_numpy()
     links = att.loc[idx, "link"]
     att.loc[idx, "link"] = links.where(links.notna(), matched["link"].to_numpy())
     for col in ["resend_count", "proxy_attempt"]:
@@ -343,11 +346,10 @@ def _bundle_resends(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int, res_ns: 
     mine = content.loc[pairs["_attempt"]].reset_index(drop=True)
     holder = content.loc[windows["_holder"].to_numpy()[pairs["_window"].to_numpy()]].reset_index(
         drop=True)
-    same_key = (mine["idempotency_key"].notna() & (mine["idempotency_key"].to_numpy()
-                                                   == holder["idempotency_key"].to_numpy()))
-    no_keys = mine["idempotency_key"].isna() & holder["idempotency_key"].isna()
+    same_key = same_values(mine["idempotency_key"], holder["idempotency_key"])
+    no_keys = (mine["idempotency_key"].isna() & holder["idempotency_key"].isna()).to_numpy()
     same = agree(mine, holder, (*CONTENT, "tool_call_id", "thread_id")) & (
-        known(mine) > 0) & (same_key.to_numpy() | no_keys.to_numpy())
+        known(mine) > 0) & (same_key | no_keys)
     pairs = pairs[same].sort_values("_t").drop_duplicates("_attempt")
     if pairs.empty:
         return
@@ -525,11 +527,11 @@ def _deliveries(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
     if not has.any():
         return
     t = ns(pd.to_datetime(span[has].map(start_of), utc=True))
-    worker = span[has].map(worker_of).astype(object).to_numpy()
+    worker = span[has].map(worker_of)
     r_start = ns(receives["at_aligned"])
     r_end = ns(receives["end"] + (receives["at_aligned"] - receives["at"]))
     q, r = stab(t, r_start, r_end, 0.0)
-    same = worker[q] == receives["worker"].astype(object).to_numpy()[r]
+    same = same_values(worker.iloc[q], receives["worker"].iloc[r])
     q, r = q[same], r[same]
     if not len(q):
         return

@@ -98,6 +98,16 @@ def best_offset(owner: np.ndarray, low: np.ndarray, high: np.ndarray
     return float(chosen[0]), float(chosen[1]), int(top), len(distinct) > 1
 
 
+def same_values(left: pd.Series, right: pd.Series) -> np.ndarray:
+    """Position by position: both hold a value and it is the same (a missing value, None, NaN
+    or pd.NA alike, equals nothing). Compared as integer codes: `==` on an object array that
+    holds pd.NA has no truth value."""
+    codes, _ = pd.factorize(pd.concat([left.reset_index(drop=True),
+                                       right.reset_index(drop=True)], ignore_index=True))
+    a, b = codes[:len(left)], codes[len(left):]
+    return (a >= 0) & (a == b)
+
+
 def texts(col: pd.Series) -> np.ndarray:
     """Values as comparable text (Int64 and float amounts must meet); None stays None."""
     out = col.astype(object).to_numpy()

@@ -69,6 +69,10 @@ class Context:
     http_loaded: bool = False  # HTTP client spans were loaded
     # checkpointed tool calls by tool_call_id (thread_id, at_aligned, step)
     calls: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # whether the worker names of the spans, of the checkpoints, stand for processes (a
+    # change of name is then a change of process), or each names one execution only
+    span_workers: bool = True
+    checkpoint_workers: bool = True
     # row positions per thread_id, built on first use: a verdict looks at one thread's rows
     _thread_rows: dict[str, dict[Any, Any]] = field(default_factory=dict, init=False, repr=False)
 
@@ -95,6 +99,11 @@ class Context:
             spans_loaded=bool((timeline["source"] == "spans").any()),
             bands=bands,
             http_loaded=bool((kind == Kind.HTTP_SPAN.value).any()),
+            span_workers=_names_are_per_process(
+                timeline[kind.isin([Kind.TOOL_SPAN.value, Kind.HTTP_SPAN.value])],
+                ["tool_call_id", "trace_id"]),
+            checkpoint_workers=_names_are_per_process(
+                timeline[kind == Kind.CHECKPOINT.value], ["thread_id"]),
         )
 
     def spans_of(self, tool_call_id: str) -> pd.DataFrame:
@@ -121,6 +130,26 @@ class Context:
                 tool_call_id not in self.calls.index:
             return None
         return self.calls.loc[tool_call_id]  # type: ignore[return-value]
+
+
+PER_EXECUTION_EVIDENCE = 3  # executions needed before names seen once each say anything
+
+
+def _names_are_per_process(rows: pd.DataFrame, executions: list[str]) -> bool:
+    """Whether the worker names in `rows` can stand for processes: False only when the
+    evidence shows several executions (a tool call, else a trace; for checkpoints a thread)
+    and no name ran more than one of them (a name made per run, as a tracer provider set up
+    for each call gives): a change of such a name says nothing of a restart."""
+    named = rows[rows["worker"].notna()]
+    if named.empty:
+        return True
+    execution = named[executions[0]]
+    for column in executions[1:]:
+        execution = execution.fillna(named[column])
+    named = named.assign(_execution=execution).dropna(subset=["_execution"])
+    if named["_execution"].nunique() < PER_EXECUTION_EVIDENCE:
+        return True
+    return bool(named.groupby("worker")["_execution"].nunique().max() > 1)
 
 
 def _s(value: object) -> str | None:
@@ -239,6 +268,19 @@ class Pair:
         return bool(tool_a and tool_b and tool_a != tool_b)
 
     @property
+    def senders_differ(self) -> bool:
+        """The two client spans hang under different parent spans: the code above the HTTP
+        client ran twice (a client's own resends share their parent), though one of the tool
+        spans may not have been exported."""
+        parent_a, parent_b = self._id("a", "http_parent"), self._id("b", "http_parent")
+        return bool(parent_a and parent_b and parent_a != parent_b and not self.tools_differ)
+
+    @property
+    def executions_differ(self) -> bool:
+        """Two executions of the tool, by their tool spans or by their client spans' parents."""
+        return self.tools_differ or self.senders_differ
+
+    @property
     def traces(self) -> tuple[str | None, str | None]:
         """The two executions' traces, where a trace stands for one run (the tool spans hang
         under a run-level span); None where it does not."""
@@ -275,15 +317,23 @@ class Pair:
 
     @cached_property
     def redelivered(self) -> str | None:
-        """Evidence that a queue handed this thread's run out again before the second attempt."""
-        ctx, thread = self.ctx, self.thread
+        """Evidence that a queue handed this thread's run out again before the second attempt:
+        the queue's own receives of the thread's run, else the consumer span that holds the
+        second execution."""
+        return self._thread_redelivered() or self._consumer_redelivered()
+
+    def _consumer_redelivered(self) -> str | None:
         count_b = _i(self.b.get("delivery_count"))
         span_b = self._id("b", "delivery_span")
-        if count_b is not None and count_b > 1 and span_b != self._id("a", "delivery_span"):
-            worker = _s(self.b.get("worker"))
-            return (f"the second execution ran inside the queue consumer's span {span_b}"
-                    + (f" on {worker}" if worker else "") + f", delivery count {count_b}: the "
-                    "queue handed the run out again, conclusive for redelivery")
+        if count_b is None or count_b < 2 or span_b == self._id("a", "delivery_span"):
+            return None
+        worker = _s(self.b.get("worker"))
+        return (f"the second execution ran inside the queue consumer's span {span_b}"
+                + (f" on {worker}" if worker else "") + f", delivery count {count_b}: the "
+                "queue handed the run out again, conclusive for redelivery")
+
+    def _thread_redelivered(self) -> str | None:
+        ctx, thread = self.ctx, self.thread
         if thread is None or ctx.receives.empty:
             return None
         r = ctx.of_thread("receives", thread)
@@ -299,9 +349,14 @@ class Pair:
 
     @cached_property
     def workers(self) -> tuple[str, str] | None:
-        """Workers that ran the two attempts, from spans or from the checkpoints around them."""
+        """Workers that ran the two attempts, from spans or from the checkpoints around them,
+        where their names stand for processes (`Context.span_workers`, `checkpoint_workers`)."""
         ctx, thread = self.ctx, self.thread
         wa, wb = _s(self.a.get("worker")), _s(self.b.get("worker"))
+        if not ctx.span_workers:
+            wa = wb = None
+        if not ctx.checkpoint_workers:
+            thread = None
         if (wa is None or wb is None) and thread is not None and not ctx.checkpoints.empty:
             ck = ctx.of_thread("checkpoints", thread)
             ck = ck[ck["worker"].notna()]
@@ -350,7 +405,7 @@ class Pair:
         between = ck[(ck["at_aligned"] > first["at_aligned"])
                      & (ck["at_aligned"] < last["at_aligned"])]
         wa, wb = _s(first["worker"]), _s(last["worker"])
-        if wa and wb and wa != wb:
+        if wa and wb and wa != wb and ctx.checkpoint_workers:
             lines.append(f"{_step(first)} was written by {wa} and {_step(last)} by {wb}: a "
                          "second writer picked the run up")
             return ThreadAccount(Story.RESUMED, tuple(lines))
@@ -379,15 +434,16 @@ class Pair:
         tool execution, or the run picked up again. The same call id alone is no such
         evidence (a resend below the tool keeps it too); the same random key on both says the
         opposite: the same request bytes were sent twice."""
-        if self.same_random_key and not self.tools_differ:
+        if self.same_random_key and not self.executions_differ:
             return False
-        return bool(self.keys_differ or self.tools_differ or self.redelivered or self.workers)
+        return bool(self.keys_differ or self.executions_differ or self.redelivered
+                    or self.workers)
 
     @property
     def one_call(self) -> bool:
         """The two attempts belong to one call of the model's, by id or by evidence that the
         whole tool ran again."""
-        if self.same_random_key and not self.tools_differ:
+        if self.same_random_key and not self.executions_differ:
             return False
         return self.same_call or self.above_tool
 
@@ -490,7 +546,7 @@ def one_tool_execution(p: Pair) -> Call | None:
 
 def same_request_resent(p: Pair) -> Call | None:
     """The same random key on both requests: the same bytes were sent twice below the tool."""
-    if not p.same_random_key or p.tools_differ:
+    if not p.same_random_key or p.executions_differ:
         return None
     ev = [*p.call_line(), "identical idempotency key on both attempts: the same request was "
           "resent", "no client span to tell an SDK retry from a proxy resend"]
@@ -506,6 +562,10 @@ def _above_tool_lines(p: Pair) -> list[str]:
     if p.tools_differ:
         ev.append(f"two tool spans ({p._id('a', 'tool_span_id')}, "
                   f"{p._id('b', 'tool_span_id')}): the tool itself executed twice")
+    if p.senders_differ:
+        ev.append(f"the two requests' client spans hang under different parent spans "
+                  f"({p._id('a', 'http_parent')}, {p._id('b', 'http_parent')}): the code above "
+                  "the HTTP client ran twice (one of its spans was not exported)")
     return ev
 
 
@@ -597,7 +657,7 @@ def within_run(p: Pair) -> Call | None:
     if ta and ta == tb:
         ev.append(f"both executions belong to one trace ({ta}): one run")
         return Call(Layer.STEP_RETRY, 0.85, tuple(ev))
-    confidence = 0.8 if (p.same_call and (p.keys_differ or p.tools_differ)) else 0.65
+    confidence = 0.8 if (p.same_call and (p.keys_differ or p.executions_differ)) else 0.65
     run_evidence = bool(p.ctx.spans_loaded or not p.ctx.receives.empty
                         or p.ctx.checkpoints["worker"].notna().any())
     if run_evidence or p.band is Band.SECONDS:

@@ -120,7 +120,7 @@ def test_a_variant_is_a_function_of_scenario_and_seed_and_stays_in_its_ranges() 
             formats[v["trace_format"]] += 1
             absent.update(k for k, on in v["exports"].items() if not on)
     assert min(offsets) < 0 < max(offsets)
-    assert set(instruments) == {"lab", "openinference", "none"}
+    assert set(instruments) == {"lab", "openinference", "callback", "none"}
     assert set(formats) == {"otlp", "jaeger"}
     assert {"stripe_logs", "request_log", "queue_log"} <= set(absent)
     assert 0.08 < fixed / 1200 < 0.25

@@ -124,14 +124,14 @@ def _check_contract(doc: dict[str, Any]) -> None:
             assert isinstance(a["attempt_id"], str) and a["at"].endswith("Z")
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(timelines())
 def test_any_timeline_gives_a_contract_that_validates(timeline: pd.DataFrame) -> None:
     analysis = analyze(timeline)
     _check_contract(to_contract(analysis))
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(timelines(), st.sampled_from([(5.0, 10.0), (10.0, 120.0), (1.0, 3600.0)]),
        st.sampled_from([1.0, 900.0, 86400.0]))
 def test_any_timeline_with_any_options(timeline: pd.DataFrame, bands: tuple[float, float],

@@ -134,6 +134,17 @@ def test_new_run_from_workers_or_traces() -> None:
                                         **CALL))) is None
 
 
+def test_worker_names_made_per_execution_are_not_read_as_processes() -> None:
+    spans = [{"source": "spans", "kind": Kind.TOOL_SPAN.value, "at": T0,
+              "span_id": f"s{i}", "tool_call_id": f"toolu_{i}", "worker": f"pid-{i}"}
+             for i in range(4)]
+    a, b = attempt(0, worker="pid-0", **CALL), attempt(400, worker="pid-1", **CALL)
+    assert verdict.new_run(pair(a, b, context(*spans))) is None
+    shared = [dict(row, worker="worker-a") for row in spans[:3]] + [spans[3]]
+    found = verdict.new_run(pair(a, b, context(*shared)))
+    assert found is not None and found.layer is Layer.REDELIVERY
+
+
 def test_traces_of_tool_spans_that_are_trace_roots_are_not_read_as_runs() -> None:
     roots = pair(attempt(0, trace_id="t1", tool_span_id="s1", **CALL),
                  attempt(45, trace_id="t2", tool_span_id="s2", **CALL))

@@ -36,8 +36,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command, RetryPolicy, interrupt
+from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from twice.lab import instrument_field
 from twice.lab.clock import VirtualClock
@@ -297,7 +298,8 @@ def open_checkpointer(
         conn.close()
 
 
-Instrumentation = Literal["lab", "openinference", "none"]
+Instrumentation = Literal["lab", "openinference", "callback", "none"]
+INSTRUMENTATIONS: tuple[Instrumentation, ...] = ("lab", "openinference", "callback", "none")
 
 
 class Worker:
@@ -311,6 +313,13 @@ class Worker:
       and `opentelemetry-instrumentation-requests` at their defaults (`twice.lab.instrument_field`):
       the stripe SDK on its own `stripe.RequestsClient`, the raw client on a plain `requests`
       Session; no lab spans at all;
+    - "callback": a LangChain callback handler opening each tool span with no parent context
+      (nothing wraps the graph run), as a team writes one: every tool span is the root of its
+      own trace, with `gen_ai.tool.call.id` but no arguments, and a thread id only when
+      `span_thread_ids`; the HTTP client spans are its children, as an instrumentation at its
+      defaults writes them (a resend count on resends, no headers); a queue delivery is a
+      `process_message` root of its own with the receive count; a failed attempt leaves its tool
+      span only with the error-path fix (`error_spans`);
     - "none": no spans (no file written by this worker).
     In every mode a client timeout reads as `nominal_timeout` on the virtual clock.
     `span_clock_offset`: the worker's host clock is that many seconds off; every time in its
@@ -333,8 +342,10 @@ class Worker:
         ledger: EffectLedger | None = None,
         instrumentation: Instrumentation = "lab",
         span_clock_offset: float = 0.0,
+        error_spans: bool | None = None,
+        span_thread_ids: bool = True,
     ) -> None:
-        if instrumentation not in ("lab", "openinference", "none"):
+        if instrumentation not in INSTRUMENTATIONS:
             raise ValueError(f"unknown instrumentation {instrumentation!r}")
         self.name = name
         self.options = tool or ToolOptions()
@@ -345,17 +356,23 @@ class Worker:
         )
         tracer = self.telemetry.tracer
         self.handler: ToolSpanHandler | None = None
-        if instrumentation == "lab":
-            self.handler = ToolSpanHandler(tracer, record_errors=self.options.record_tool_errors)
+        own_spans = instrumentation in ("lab", "callback")  # spans the lab's code writes
+        callback = instrumentation == "callback"
+        if own_spans:
+            self.handler = ToolSpanHandler(
+                tracer, record_errors=self.options.record_tool_errors if error_spans is None
+                else error_spans, roots=callback, thread_ids=span_thread_ids or not callback,
+                arguments=not callback)
         elif instrumentation == "openinference":
             instrument_field.install()
         payments: Payments
         nominal = self.options.nominal_timeout
         if self.options.client == "stripe":
             http_client: stripe.HTTPClient
-            if instrumentation == "lab":
+            if own_spans:
                 http_client = TracedStripeHTTPClient(
-                    tracer, timeout=self.options.timeout, clock=clock, nominal_timeout=nominal
+                    tracer, timeout=self.options.timeout, clock=clock, nominal_timeout=nominal,
+                    capture_headers=not callback,
                 )
             else:
                 http_client = clocked_stripe_client(
@@ -363,10 +380,10 @@ class Worker:
                 )
             payments = StripeSdkPayments(base_url, http_client, self.options.max_network_retries)
         else:
-            if instrumentation == "lab":
+            if own_spans:
                 session = traced_session(
                     tracer, post_retries=self.options.post_retries, clock=clock,
-                    nominal_timeout=nominal,
+                    nominal_timeout=nominal, capture_headers=not callback,
                 )
             else:
                 session = clocked_session(
@@ -421,6 +438,11 @@ class Worker:
                 )
                 return quiet_result
             tracer = self.telemetry.tracer
+            if self.instrumentation == "callback":
+                with _consumer_root_span(tracer, delivery):
+                    callback_result: dict[str, Any] = self.graph.invoke(
+                        graph_input, self.config(thread_id))
+                return callback_result
             with _delivery_span(tracer, delivery):
                 with tracer.start_as_current_span(
                     "invoke_agent billing-agent",
@@ -448,6 +470,32 @@ class Worker:
         text = None if state.next else str(body["input"])
         delivery = {**message, "queue": queue_name, "system": system}
         return self.run(thread_id, text, delivery=delivery)
+
+
+@contextmanager
+def _consumer_root_span(tracer: trace.Tracer, delivery: Mapping[str, Any] | None
+                        ) -> Iterator[None]:
+    """The queue consumer's own span as many SQS consumers write it: `process_message <queue>`,
+    the root of a trace of its own (nothing links it to the run's spans), with the receive
+    count under `aws.sqs.approximate_receive_count`; it lasts as long as the run it started."""
+    if delivery is None:
+        yield
+        return
+    queue = str(delivery.get("queue", ""))
+    span = tracer.start_span(f"process_message {queue}", kind=SpanKind.CONSUMER,
+                             context=otel_context.Context(), attributes={
+        "aws.sqs.approximate_receive_count": int(
+            delivery.get("Attributes", {}).get("ApproximateReceiveCount", 1)),
+        "messaging.message.id": str(delivery.get("MessageId", "")),
+    })
+    try:
+        yield
+    except BaseException as error:
+        span.record_exception(error)
+        span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
+        raise
+    finally:
+        span.end()
 
 
 @contextmanager

@@ -90,7 +90,10 @@ FIXED_FORMS: dict[str, dict[str, Any]] = {
 API_VERSIONS_OLD = ("2015-10-16", "2016-07-06", "2017-02-14")
 API_VERSIONS = ("2018-02-28", "2019-12-03", "2020-08-27", "2022-11-15", "2023-10-16",
                 "2024-06-20", "2025-03-31.basil", API_VERSION)
-INSTRUMENTATIONS = {"lab": 0.40, "openinference": 0.35, "none": 0.25}
+# lab: the lab's GenAI spans under a run span; openinference: the real OpenInference and
+# requests instrumentations at their defaults; callback: a team's own callback handler with
+# nothing around the graph run (tool spans are trace roots); none: no spans
+INSTRUMENTATIONS = {"lab": 0.30, "openinference": 0.30, "callback": 0.20, "none": 0.20}
 TRACE_FORMATS = {"otlp": 0.6, "jaeger": 0.4}
 INLINE_CUSTOMERS = 2000
 DAY_START = dt.datetime(2025, 1, 6, tzinfo=dt.UTC)
@@ -181,6 +184,13 @@ def draw_variant(name: str, seed: int) -> dict[str, Any]:
     variant["model_ids"] = rng.choice(("anthropic", "openai"))
     # guest payments the web shop creates in the same window (no customer, common prices)
     variant["busy_day"]["checkouts"] = rng.randint(5, 40)
+    # a callback handler's shape: whether it ends a failed tool's span too (the error-path
+    # fix), and which workers' spans say the thread (a busy day where some attempts have a
+    # thread on their spans and others do not)
+    variant["callback"] = {
+        "error_spans": rng.random() < 0.5,
+        "thread_ids": {f"worker-{c}": rng.random() < 0.4 for c in "abcdef"},
+    }
     return variant
 
 
@@ -400,7 +410,13 @@ def _instrumentation(b: Bench, variant: dict[str, Any]) -> dict[str, Any]:
     make = b.worker
     offsets = variant["span_clock_offsets"]
 
+    callback = variant.get("callback") or {}
+
     def worker(name: str, tool: ToolOptions, **kw: Any) -> Worker:
+        if variant["instrumentation"] == "callback":
+            kw.setdefault("error_spans", bool(callback.get("error_spans")))
+            kw.setdefault("span_thread_ids",
+                          bool((callback.get("thread_ids") or {}).get(name, False)))
         return make(name, tool, instrumentation=variant["instrumentation"],
                     span_clock_offset=offsets.get(name, 0.0), **kw)
 
@@ -408,6 +424,7 @@ def _instrumentation(b: Bench, variant: dict[str, Any]) -> dict[str, Any]:
     spans = variant["instrumentation"] != "none"
     return {
         "instrumentation": variant["instrumentation"],
+        **({"callback": callback} if variant["instrumentation"] == "callback" else {}),
         "span_clock_offsets": dict(offsets) if spans else {},
         "api_version": variant["api_version"],
         "renewals": bool(variant["renewals"]),

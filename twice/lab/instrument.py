@@ -159,9 +159,16 @@ class WorkerTelemetry:
 class ToolSpanHandler(BaseCallbackHandler):
     """`execute_tool` spans from LangChain tool callbacks (GenAI semantic conventions)."""
 
-    def __init__(self, tracer: trace.Tracer, *, record_errors: bool = True) -> None:
+    def __init__(self, tracer: trace.Tracer, *, record_errors: bool = True,
+                 roots: bool = False, thread_ids: bool = True, arguments: bool = True) -> None:
+        """`roots`: every tool span is opened with no parent context, the root of a trace of its
+        own (a callback handler with nothing around the graph run); `thread_ids`,
+        `arguments`: whether the span says the thread and the tool call's arguments."""
         self.tracer = tracer
         self.record_errors = record_errors
+        self.roots = roots
+        self.thread_ids = thread_ids
+        self.arguments = arguments
         self._open: dict[UUID, tuple[Span, object]] = {}
 
     def on_tool_start(
@@ -181,17 +188,18 @@ class ToolSpanHandler(BaseCallbackHandler):
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": name,
             "gen_ai.tool.type": "function",
-            "gen_ai.tool.call.arguments": json.dumps(inputs, sort_keys=True)
-            if inputs is not None
-            else input_str,
         }
+        if self.arguments:
+            attributes["gen_ai.tool.call.arguments"] = json.dumps(inputs, sort_keys=True) \
+                if inputs is not None else input_str
         if kwargs.get("tool_call_id"):
             attributes["gen_ai.tool.call.id"] = kwargs["tool_call_id"]
         thread_id = (metadata or {}).get("thread_id")
-        if thread_id:
+        if thread_id and self.thread_ids:
             attributes["gen_ai.conversation.id"] = str(thread_id)
         span = self.tracer.start_span(
-            f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes
+            f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes,
+            context=otel_context.Context() if self.roots else None,
         )
         # Make the tool span current so HTTP client spans made by the tool nest under it.
         # LangChain copies the context for the tool body after this callback returns.
@@ -285,6 +293,7 @@ class _AttemptSpan:
         url: str,
         headers: Mapping[str, str] | None,
         resend_count: int,
+        capture_headers: bool = True,
     ) -> None:
         parts = urlsplit(url)
         attributes: dict[str, Any] = {
@@ -292,11 +301,15 @@ class _AttemptSpan:
             "url.full": url,
             "server.address": parts.hostname or "",
             "server.port": parts.port or (443 if parts.scheme == "https" else 80),
-            "http.request.resend_count": resend_count,
         }
+        # the lab's spans say every try's count; an instrumentation at its defaults (the stable
+        # HTTP conventions) sets it on resends only, and captures no headers
+        if capture_headers or resend_count:
+            attributes["http.request.resend_count"] = resend_count
         key = _header(headers, "idempotency-key")
-        if key:
+        if key and capture_headers:
             attributes["http.request.header.idempotency-key"] = [key]
+        self.capture_headers = capture_headers
         self.span = tracer.start_span(method.upper(), kind=SpanKind.CLIENT, attributes=attributes)
         self.started = time.time()
 
@@ -304,7 +317,7 @@ class _AttemptSpan:
         self.span.set_attribute("http.response.status_code", status)
         for name in ("request-id", "idempotent-replayed"):
             value = _header(headers, name)
-            if value:
+            if value and self.capture_headers:
                 self.span.set_attribute(f"http.response.header.{name}", [value])
         if status >= 400:
             self.span.set_attribute("error.type", str(status))
@@ -337,11 +350,13 @@ class TracedStripeHTTPClient(stripe.RequestsClient):
         timeout: float = 80,
         clock: VirtualClock | None = None,
         nominal_timeout: float | None = None,
+        capture_headers: bool = True,
     ) -> None:
         super().__init__(timeout=timeout)
         self._tracer = tracer
         self._clock = clock
         self._nominal_timeout = nominal_timeout
+        self._capture_headers = capture_headers
         self._attempts = threading.local()
 
     def request_with_retries(  # type: ignore[override]
@@ -368,7 +383,8 @@ class TracedStripeHTTPClient(stripe.RequestsClient):
     ) -> tuple[bytes, int, Mapping[str, str]]:
         resend_count = getattr(self._attempts, "n", 0)
         self._attempts.n = resend_count + 1
-        attempt = _AttemptSpan(self._tracer, method, url, headers, resend_count)
+        attempt = _AttemptSpan(self._tracer, method, url, headers, resend_count,
+                               self._capture_headers)
         try:
             content, status, rheaders = super().request(method, url, headers, post_data)
         except BaseException as error:
@@ -385,6 +401,7 @@ class _WirePoolMixin:
     tracer: trace.Tracer | None = None
     clock: VirtualClock | None = None
     nominal_timeout: float | None = None
+    capture_headers: bool = True
 
     def _make_request(self, conn: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         started = time.time()
@@ -394,7 +411,8 @@ class _WirePoolMixin:
             resend_count = len(retries.history) if isinstance(retries, Retry) else 0
             pool: Any = self
             full = f"{pool.scheme}://{pool.host}:{pool.port}{url}"
-            attempt = _AttemptSpan(self.tracer, method, full, kwargs.get("headers"), resend_count)
+            attempt = _AttemptSpan(self.tracer, method, full, kwargs.get("headers"), resend_count,
+                                   self.capture_headers)
         try:
             response = super()._make_request(conn, method, url, *args, **kwargs)  # type: ignore[misc]
         except BaseException as error:
@@ -423,8 +441,10 @@ class TracedAdapter(HTTPAdapter):
         max_retries: Retry | int = 0,
         clock: VirtualClock | None = None,
         nominal_timeout: float | None = None,
+        capture_headers: bool = True,
     ) -> None:
-        attrs = {"tracer": tracer, "clock": clock, "nominal_timeout": nominal_timeout}
+        attrs = {"tracer": tracer, "clock": clock, "nominal_timeout": nominal_timeout,
+                 "capture_headers": capture_headers}
         # untraced: urllib3's own class names, which its error messages print
         names = ("TracedHTTPPool", "TracedHTTPSPool") if tracer is not None else (
             "HTTPConnectionPool", "HTTPSConnectionPool")
@@ -445,10 +465,12 @@ def traced_session(
     post_retries: int = 0,
     clock: VirtualClock | None = None,
     nominal_timeout: float | None = None,
+    capture_headers: bool = True,
 ) -> requests.Session:
     """A requests Session; with `post_retries` > 0 urllib3 resends POSTs after a reset or 5xx
     (`allowed_methods=None` makes every method retryable), as many hand-rolled clients do.
-    `tracer=None`: no lab spans (see `clocked_session`)."""
+    `tracer=None`: no lab spans (see `clocked_session`); `capture_headers=False`: spans as an
+    instrumentation at its defaults writes them (no headers, a resend count on resends)."""
     retry: Retry | int = 0
     if post_retries:
         retry = Retry(
@@ -461,7 +483,8 @@ def traced_session(
             raise_on_status=False,
         )
     session = requests.Session()
-    adapter = TracedAdapter(tracer, max_retries=retry, clock=clock, nominal_timeout=nominal_timeout)
+    adapter = TracedAdapter(tracer, max_retries=retry, clock=clock, nominal_timeout=nominal_timeout,
+                            capture_headers=capture_headers)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session

@@ -107,8 +107,11 @@ class Bench:
         after_commit: Callable[[dict[str, Any]], None] | None = None,
         instrumentation: Instrumentation = "lab",
         span_clock_offset: float = 0.0,
+        error_spans: bool | None = None,
+        span_thread_ids: bool = True,
     ) -> Worker:
-        """A worker on this bench; `instrumentation` and `span_clock_offset` as in `Worker`."""
+        """A worker on this bench; `instrumentation`, `span_clock_offset`, `error_spans` and
+        `span_thread_ids` as in `Worker`."""
         ledger = EffectLedger(self.checkpointer) if tool.effects_ledger else None
         worker = Worker(
             name,
@@ -123,6 +126,8 @@ class Bench:
             after_commit=after_commit,
             ledger=ledger,
             instrumentation=instrumentation,
+            error_spans=error_spans,
+            span_thread_ids=span_thread_ids,
             span_clock_offset=span_clock_offset,
         )
         self.workers.append(worker)
