@@ -10,6 +10,9 @@ Limits, so that a huge or junk file answers quickly with bounded memory:
 - `MAX_LINE_BYTES` (256 MiB): a longer line is skipped with a warning, never parsed.
 - `MAX_BAD_LEAD` (1000): a file whose first 1000 non-blank lines all fail to parse is not JSON
   lines: one SourceError, not millions of warnings.
+- `MAX_NESTING` (128 levels): every JSON value a connector decodes (`loads`) is refused deeper
+  than that, as JSON that does not parse is, naming its line: no evidence nests so deep, and
+  code that walks a value level by level would run out of stack on it.
 
 JSON has no NaN or Infinity, but JavaScript and Python's json module write them. Such a value is
 read as null with a warning naming its line (`loads_lenient`), as any other unreadable field is
@@ -27,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from twice.connectors.base import SourceError, SourceWarning
@@ -39,6 +43,11 @@ MAX_NON_FINITE = 100  # NaN / Infinity read as null in one document; past this i
 # a JSON string (skipped whole, so a "NaN" inside one is text), or a bare NaN / Infinity token
 _NON_FINITE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|(?<![\w.+-])(-?Infinity|NaN)(?![\w.])')
 _SECOND_DOCUMENT = re.compile(r"after document|trailing", re.I)  # orjson's words for it
+MAX_NESTING = 128
+# what the nesting scan keeps of a JSON text: brackets, quotes and newlines (for the line)
+_NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(b'[]{}"\n')))
+_STRING = re.compile(rb'"[^"]*"')
+_SCAN_CHUNK = 2**24
 
 
 _NOT_REGULAR = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -113,6 +122,8 @@ def json_documents(
     if len(raw) <= MAX_DOCUMENT_BYTES:
         try:
             value = loads_lenient(raw, name, warnings)
+        except TooDeep as exc:  # one document, and it nests too deep: nothing to read
+            raise SourceError(f"{name}:{exc.lineno}", f"{exc.msg}; not read") from None
         except orjson.JSONDecodeError as exc:
             bad_utf8 = "utf-8" in str(exc).lower()
         else:
@@ -122,7 +133,7 @@ def json_documents(
     repaired = raw.decode("utf-8", errors="replace").encode() if bad_utf8 else raw
     if repaired != raw:
         try:
-            value = orjson.loads(repaired)
+            value = loads(repaired)
         except orjson.JSONDecodeError:
             pass
         else:
@@ -174,6 +185,56 @@ def parse_lines(name: str, numbered: Iterable[tuple[int, bytes | None]],
         raise SourceError(name, f"not JSON or JSON lines ({bad} unreadable lines)")
 
 
+class TooDeep(orjson.JSONDecodeError):
+    """A JSON value nested deeper than `MAX_NESTING`: refused as JSON that does not parse is
+    (every `except orjson.JSONDecodeError` treats it so), naming the line it passes the limit
+    on."""
+
+    def __init__(self, line: int, limit: int = MAX_NESTING) -> None:
+        ValueError.__init__(self, f"nested deeper than {limit} levels (line {line})")
+        self.msg, self.doc, self.pos = str(self), "", 0
+        self.lineno, self.colno = line, 0
+
+
+def loads(raw: bytes | bytearray | memoryview | str, limit: int = MAX_NESTING) -> Any:
+    """`orjson.loads(raw)` for evidence: TooDeep (an orjson.JSONDecodeError) for a value
+    nested deeper than `limit`."""
+    value = orjson.loads(raw)
+    check_nesting(raw, limit)
+    return value
+
+
+def check_nesting(raw: bytes | bytearray | memoryview | str, limit: int = MAX_NESTING) -> None:
+    """TooDeep when the JSON text `raw` (one that parses) nests deeper than `limit`. Linear
+    and in C: a text with fewer brackets than the limit is passed at once; otherwise strings
+    are taken out (escapes first) and the brackets counted, chunk by chunk."""
+    if isinstance(raw, str):
+        if raw.count("[") + raw.count("{") <= limit:
+            return
+        raw = raw.encode()
+    data = bytes(raw)
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    kept = data.translate(None, _NOT_STRUCTURE)
+    del data
+    kept = _STRING.sub(b"", kept)
+    depth, lines_before = 0, 0
+    for start in range(0, len(kept), _SCAN_CHUNK):
+        chunk = np.frombuffer(kept, np.uint8, count=min(_SCAN_CHUNK, len(kept) - start),
+                              offset=start)
+        steps = ((chunk == ord("[")) | (chunk == ord("{"))).astype(np.int32) - (
+            (chunk == ord("]")) | (chunk == ord("}")))
+        levels = depth + np.cumsum(steps, dtype=np.int64)
+        over = np.flatnonzero(levels > limit)
+        if over.size:
+            line = lines_before + int(np.count_nonzero(chunk[:over[0]] == ord("\n"))) + 1
+            raise TooDeep(line, limit)
+        depth = int(levels[-1]) if levels.size else depth
+        lines_before += int(np.count_nonzero(chunk == ord("\n")))
+
+
 def loads_lenient(raw: bytes, name: str, warnings: list[SourceWarning], *, line: int = 1
                   ) -> Any:
     """`orjson.loads(raw)`, where a bare NaN, Infinity or -Infinity is read as null with a
@@ -181,7 +242,9 @@ def loads_lenient(raw: bytes, name: str, warnings: list[SourceWarning], *, line:
     orjson.JSONDecodeError when `raw` is not JSON for another reason (then nothing is added to
     `warnings`)."""
     try:
-        return orjson.loads(raw)
+        return loads(raw)
+    except TooDeep as exc:
+        raise TooDeep(line + exc.lineno - 1) from None
     except orjson.JSONDecodeError as exc:
         if (b"NaN" not in raw and b"Infinity" not in raw) or _SECOND_DOCUMENT.search(exc.msg):
             raise  # (JSON lines read whole: each line is read on its own next)
@@ -189,7 +252,9 @@ def loads_lenient(raw: bytes, name: str, warnings: list[SourceWarning], *, line:
         if repaired is None:
             raise
         try:
-            value = orjson.loads(repaired[0])
+            value = loads(repaired[0])
+        except TooDeep as deep:
+            raise TooDeep(line + deep.lineno - 1) from None
         except orjson.JSONDecodeError:
             raise exc from None  # the first error: its position is in the text as given
     warnings.extend(repaired[1])
