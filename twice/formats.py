@@ -65,8 +65,20 @@ INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u2
                         "\u2066-\u2069]")
 
 
+# lone surrogates: how Python keeps the bytes of a file name that are not UTF-8 (U+DC80-DCFF
+# for the bytes 0x80-0xff), and what no UTF-8 output can carry
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def visible(text: str) -> str:
     """Text from the evidence or a user, safe to show anywhere (terminal, page, chart): each
     control and bidi character is written as its code point, `<U+001B>`, `<U+202E>`, so it is
-    seen, never obeyed. Data (the JSON contract, exports) keeps the text as it was."""
-    return INVISIBLE.sub(lambda m: f"<U+{ord(m[0]):04X}>", text)
+    seen, never obeyed; a byte of a file name that is not UTF-8 as `\\xff`. Data (the JSON
+    contract, exports) keeps the text as it was."""
+    shown = INVISIBLE.sub(lambda m: f"<U+{ord(m[0]):04X}>", text)
+    return _SURROGATE.sub(_surrogate, shown) if _SURROGATE.search(shown) else shown
+
+
+def _surrogate(m: re.Match[str]) -> str:
+    point = ord(m[0])
+    return f"\\x{point - 0xDC00:02x}" if 0xDC80 <= point <= 0xDCFF else f"<U+{point:04X}>"

@@ -6,17 +6,22 @@ live sources' tests (trace backends, the Stripe base URL):
 - `drip`: a complete header, then the body one byte at a time, forever;
 - `drip-headers`: the status line, then the headers one byte at a time, forever;
 - `endless`: a chunked body that never ends, as fast as the socket takes it;
-- `huge`: a Content-Length of 20 GiB, then bytes until the client hangs up.
+- `huge`: a Content-Length of 20 GiB, then bytes until the client hangs up;
+- `echo`: 401, with the basic-auth password it was sent written first in the body, encoded
+  as `Hostile.encoding` names (tests/hostile.py ENCODINGS: HTML entities, form encoding, JSON
+  escapes, base64, ...), as debug pages and misconfigured proxies do.
 """
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 
+from tests.hostile import ENCODINGS
 from twice.lab.loopback import LoopbackHandler, LoopbackService
 
 MODES = ("redirect", "drip", "drip-headers", "endless", "huge")
@@ -49,13 +54,23 @@ class _Handler(LoopbackHandler):
 class Hostile(LoopbackService):
     mode: str
     target: str = ""  # where `redirect` points
+    encoding: str = "plain"  # how `echo` writes the password
     handler = _Handler
     thread_name = "hostile-backend"
 
     def answer(self, handler: BaseHTTPRequestHandler) -> None:
         out = handler.wfile
         try:
-            if self.mode == "redirect":
+            if self.mode == "echo":
+                sent = handler.headers.get("Authorization", "").partition(" ")[2]
+                user, _, password = base64.b64decode(sent).decode().partition(":")
+                body = f"denied {ENCODINGS[self.encoding](password or user)} for {user}"
+                handler.send_response(401)
+                handler.send_header("Content-Type", "text/html; charset=utf-8")
+                handler.send_header("Content-Length", str(len(body.encode())))
+                handler.end_headers()
+                out.write(body.encode())
+            elif self.mode == "redirect":
                 handler.send_response(302)
                 handler.send_header("Location", self.target + handler.path)
                 handler.send_header("Content-Length", "0")
@@ -95,7 +110,7 @@ class Hostile(LoopbackService):
 
 
 @contextmanager
-def hostile_backend(mode: str) -> Iterator[tuple[str, Internal]]:
+def hostile_backend(mode: str, encoding: str = "plain") -> Iterator[tuple[str, Internal]]:
     """(URL of a hostile backend, the internal service its redirect points at)."""
-    with Internal() as internal, Hostile(mode, internal.url) as hostile:
+    with Internal() as internal, Hostile(mode, internal.url, encoding) as hostile:
         yield hostile.url, internal

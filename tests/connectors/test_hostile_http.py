@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from urllib.parse import quote
 
 import pytest
 
 from tests.connectors.hostile_http import INTERNAL_ANSWER, MODES, hostile_backend
+from tests.hostile import ENCODINGS, SPECIAL_SECRETS, encoded_forms
 from twice.connectors.base import SourceError
 from twice.connectors.live import stripe_api
 from twice.connectors.live.http import HttpRefused, Limits, fetch
@@ -80,3 +82,22 @@ def test_the_internal_answer_is_what_a_followed_redirect_would_have_quoted() -> 
             fetch("GET", url + "/x", limits=LIMITS)
         assert fetch("GET", internal.url + "/x", limits=LIMITS).content == INTERNAL_ANSWER
     assert internal.requests == ["/x"]
+
+
+@pytest.mark.parametrize("backend", ["jaeger", "tempo"])
+@pytest.mark.parametrize("encoding", list(ENCODINGS))
+@pytest.mark.parametrize("secret", SPECIAL_SECRETS)
+def test_a_password_echoed_in_any_encoding_is_masked(backend: str, encoding: str,
+                                                      secret: str) -> None:
+    """The backend writes the password it was sent at the start of its 401 page, HTML-, form-,
+    JSON- or base64-encoded: the quoted excerpt masks each form."""
+    with hostile_backend("echo", encoding) as (url, _):
+        host = url.removeprefix("http://")
+        api = backend_from_url(f"{backend}+http://ops:{quote(secret, safe='')}@{host}",
+                               limits=LIMITS)
+        with pytest.raises(SourceError, match="HTTP 401") as err:
+            api.get_trace("1" * 32)
+    text = f"{err.value} {err.value!r}"
+    assert "denied ***" in text, text  # the echo was there, and masked
+    for form in encoded_forms(secret):
+        assert form not in text, (encoding, form)

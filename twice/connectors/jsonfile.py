@@ -13,6 +13,10 @@ Limits, so that a huge or junk file answers quickly with bounded memory:
 - `MAX_NESTING` (128 levels): every JSON value a connector decodes (`loads`) is refused deeper
   than that, as JSON that does not parse is, naming its line: no evidence nests so deep, and
   code that walks a value level by level would run out of stack on it.
+- `MAX_VALUES` (8 million values in one document, counted before it is parsed): parsed, each
+  costs up to 60 bytes and a record to look at, so 24 MiB of `[[],[],...]` would cost as much
+  memory and time as 8 GiB of real evidence (256 MiB of OTLP spans or Stripe events hold about
+  8 million). Past that the document is refused, as one that does not parse is.
 
 JSON has no NaN or Infinity, but JavaScript and Python's json module write them. Such a value is
 read as null with a warning naming its line (`loads_lenient`), as any other unreadable field is
@@ -44,8 +48,9 @@ MAX_NON_FINITE = 100  # NaN / Infinity read as null in one document; past this i
 _NON_FINITE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|(?<![\w.+-])(-?Infinity|NaN)(?![\w.])')
 _SECOND_DOCUMENT = re.compile(r"after document|trailing", re.I)  # orjson's words for it
 MAX_NESTING = 128
+MAX_VALUES = 8_000_000
 # what the nesting scan keeps of a JSON text: brackets, quotes and newlines (for the line)
-_NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(b'[]{}"\n')))
+_NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(b'[]{},"\n')))
 _STRING = re.compile(rb'"[^"]*"')
 _SCAN_CHUNK = 2**24
 
@@ -123,7 +128,8 @@ def json_documents(
         try:
             value = loads_lenient(raw, name, warnings)
         except TooDeep as exc:  # one document, and it nests too deep: nothing to read
-            raise SourceError(f"{name}:{exc.lineno}", f"{exc.msg}; not read") from None
+            raise SourceError(name, f"{exc.msg}" + (f" (line {exc.lineno})" if exc.lineno > 1
+                                                    else "") + "; not read") from None
         except orjson.JSONDecodeError as exc:
             bad_utf8 = "utf-8" in str(exc).lower()
         else:
@@ -186,22 +192,45 @@ def parse_lines(name: str, numbered: Iterable[tuple[int, bytes | None]],
 
 
 class TooDeep(orjson.JSONDecodeError):
-    """A JSON value nested deeper than `MAX_NESTING`: refused as JSON that does not parse is
-    (every `except orjson.JSONDecodeError` treats it so), naming the line it passes the limit
-    on."""
+    """A JSON value nested deeper than `MAX_NESTING`, or holding more than `MAX_VALUES`
+    values: refused as JSON that does not parse is (every `except
+    orjson.JSONDecodeError` treats it so); `lineno`: the line it passes the limit on."""
 
-    def __init__(self, line: int, limit: int = MAX_NESTING) -> None:
-        ValueError.__init__(self, f"nested deeper than {limit} levels (line {line})")
-        self.msg, self.doc, self.pos = str(self), "", 0
+    def __init__(self, line: int, reason: str = f"nested deeper than {MAX_NESTING} levels"
+                 ) -> None:
+        ValueError.__init__(self, reason)
+        self.msg, self.doc, self.pos = reason, "", 0
         self.lineno, self.colno = line, 0
 
 
 def loads(raw: bytes | bytearray | memoryview | str, limit: int = MAX_NESTING) -> Any:
     """`orjson.loads(raw)` for evidence: TooDeep (an orjson.JSONDecodeError) for a value
-    nested deeper than `limit`."""
+    nested deeper than `limit` or holding more than `MAX_VALUES` values (counted before
+    parsing: the parse is what would cost)."""
+    check_size_of(raw)
     value = orjson.loads(raw)
     check_nesting(raw, limit)
     return value
+
+
+def check_size_of(raw: bytes | bytearray | memoryview | str, limit: int = MAX_VALUES) -> None:
+    """TooDeep when the JSON text `raw` holds more than `limit` values: its commas and opening
+    brackets outside strings (counted only when those in all could pass the limit)."""
+    data = raw.encode() if isinstance(raw, str) else bytes(raw)
+    if data.count(b",") + data.count(b"[") + data.count(b"{") <= limit:
+        return
+    kept = _structure(data)
+    values = kept.count(b",") + kept.count(b"[") + kept.count(b"{")
+    if values > limit:
+        raise TooDeep(1, f"holds {values / 1e6:.1f} million values, more than the "
+                         f"{limit / 1e6:g} million twice reads in one document")
+
+
+def _structure(data: bytes) -> bytes:
+    """The brackets, commas and newlines of a JSON text, strings taken out (escapes first)."""
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    return _STRING.sub(b"", data.translate(None, _NOT_STRUCTURE))
 
 
 def check_nesting(raw: bytes | bytearray | memoryview | str, limit: int = MAX_NESTING) -> None:
@@ -215,11 +244,8 @@ def check_nesting(raw: bytes | bytearray | memoryview | str, limit: int = MAX_NE
     data = bytes(raw)
     if data.count(b"[") + data.count(b"{") <= limit:
         return
-    if b"\\" in data:
-        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-    kept = data.translate(None, _NOT_STRUCTURE)
+    kept = _structure(data)
     del data
-    kept = _STRING.sub(b"", kept)
     depth, lines_before = 0, 0
     for start in range(0, len(kept), _SCAN_CHUNK):
         chunk = np.frombuffer(kept, np.uint8, count=min(_SCAN_CHUNK, len(kept) - start),
@@ -230,7 +256,7 @@ def check_nesting(raw: bytes | bytearray | memoryview | str, limit: int = MAX_NE
         over = np.flatnonzero(levels > limit)
         if over.size:
             line = lines_before + int(np.count_nonzero(chunk[:over[0]] == ord("\n"))) + 1
-            raise TooDeep(line, limit)
+            raise TooDeep(line)
         depth = int(levels[-1]) if levels.size else depth
         lines_before += int(np.count_nonzero(chunk == ord("\n")))
 
@@ -244,7 +270,7 @@ def loads_lenient(raw: bytes, name: str, warnings: list[SourceWarning], *, line:
     try:
         return loads(raw)
     except TooDeep as exc:
-        raise TooDeep(line + exc.lineno - 1) from None
+        raise TooDeep(line + exc.lineno - 1, exc.msg) from None
     except orjson.JSONDecodeError as exc:
         if (b"NaN" not in raw and b"Infinity" not in raw) or _SECOND_DOCUMENT.search(exc.msg):
             raise  # (JSON lines read whole: each line is read on its own next)
@@ -254,7 +280,7 @@ def loads_lenient(raw: bytes, name: str, warnings: list[SourceWarning], *, line:
         try:
             value = loads(repaired[0])
         except TooDeep as deep:
-            raise TooDeep(line + deep.lineno - 1) from None
+            raise TooDeep(line + deep.lineno - 1, deep.msg) from None
         except orjson.JSONDecodeError:
             raise exc from None  # the first error: its position is in the text as given
     warnings.extend(repaired[1])

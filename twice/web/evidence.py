@@ -72,14 +72,21 @@ def web_dsn(dsn: str) -> str:
                       "(postgresql://user:password@host/db): the server's own saved "
                       "passwords are not lent to it.")
     _check_values(params)
+    ports = params.get("port", "").split(",") if params.get("port") else []
+    if len(ports) == 1:
+        ports *= len(hosts)
+    in_netloc = len(ports) == len(hosts)  # each host with its port, as the DSN was written
     query = {k: params[k] for k in ("hostaddr", "port", "sslmode", "connect_timeout",
-                                    "application_name", "options") if params.get(k)}
+                                    "application_name", "options")
+             if params.get(k) and not (k == "port" and in_netloc)}
     if query.get("sslmode") == "verify-full":
         query["sslrootcert"] = "system"  # the system's CAs, not a file in the server's home
     known = {o.keyword.decode() for o in Conninfo.get_defaults()}
     query.update({k: v for k, v in _HARDENING.items() if k in known})
     userinfo = f"{quote(params['user'], safe='')}:{quote(params['password'], safe='')}"
-    netloc = ",".join(f"[{h}]" if ":" in h else quote(h, safe="") for h in hosts)
+    netloc = ",".join((f"[{h}]" if ":" in h else quote(h, safe=""))
+                      + (f":{ports[i]}" if in_netloc and ports[i] else "")
+                      for i, h in enumerate(hosts))
     return (f"postgresql://{userinfo}@{netloc}/{quote(params.get('dbname', ''), safe='')}"
             f"?{urlencode(query, quote_via=quote, safe=',')}")
 

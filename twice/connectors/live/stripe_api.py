@@ -40,7 +40,7 @@ from stripe._base_address import BaseAddresses
 from stripe.params import EventListParams
 
 from twice.connectors.base import LoadResult, SourceError, SourceWarning, redact
-from twice.connectors.jsonfile import loads
+from twice.connectors.jsonfile import TooDeep, check_nesting, check_size_of, loads
 from twice.connectors.live.http import HttpRefused, Limits, excerpt, fetch
 from twice.connectors.provider import stripe_events
 from twice.formats import iso
@@ -97,8 +97,14 @@ class BoundedHttp(stripe.HTTPClient):
                 ) -> tuple[Any, int, Mapping[str, str]]:
         try:
             answer = fetch(method, url, headers=headers, content=post_data, limits=self.limits)
+            # the SDK turns the answer into objects level by level: a deep one must not reach it
+            check_size_of(answer.content)
+            check_nesting(answer.content)
         except HttpRefused as exc:
             raise stripe.APIConnectionError(str(exc)) from exc
+        except TooDeep as exc:
+            refused = HttpRefused(f"the answer {exc.msg}")
+            raise stripe.APIConnectionError(str(refused)) from refused
         return answer.content, answer.status, answer.headers
 
     def request_stream(self, method: str, url: str, headers: Mapping[str, str] | None,
