@@ -162,9 +162,11 @@ def parse_lines(name: str, numbered: Iterable[tuple[int, bytes | None]],
     lines failing before any parses mean the file is not JSON lines. Raises SourceError when no
     line parses."""
     good = bad = 0
+    first_bad = ""  # where and why the first line failed, for a file where none parses
     for n, text in numbered:
         if text is None:
             bad += 1
+            first_bad = first_bad or f"line {n}: longer than {max_line // 2**20} MiB"
             warnings.append(SourceWarning(
                 f"{name}:{n}", f"line longer than {max_line // 2**20} MiB; skipped"))
             continue
@@ -179,16 +181,26 @@ def parse_lines(name: str, numbered: Iterable[tuple[int, bytes | None]],
                 value = loads_lenient(text, name, warnings, line=n)
             except orjson.JSONDecodeError as exc:
                 bad += 1
+                first_bad = first_bad or f"line {n}: {_reason(exc)}"
                 warnings.append(SourceWarning(f"{name}:{n}", f"not valid JSON ({exc}); skipped"))
                 if bad_lead is not None and good == 0 and bad >= bad_lead:
                     raise SourceError(name, f"not JSON or JSON lines (the first {bad} lines "
-                                            "do not parse)") from None
+                                            f"do not parse; {first_bad})") from None
                 continue
         good += 1
         yield f"{name}:{n}", value
         value = None  # not held while the next line is read
     if good == 0:
-        raise SourceError(name, f"not JSON or JSON lines ({bad} unreadable lines)")
+        lines_ = "line" if bad == 1 else "lines"
+        raise SourceError(name, f"not JSON or JSON lines ({bad} unreadable {lines_}; "
+                                f"{first_bad})" if first_bad else "not JSON or JSON lines")
+
+
+def _reason(exc: orjson.JSONDecodeError) -> str:
+    """orjson's reason with the column it stopped at (its line is the file's line already)."""
+    if isinstance(exc, TooDeep):
+        return exc.msg
+    return f"{exc.msg} at column {exc.colno}" if exc.colno else exc.msg
 
 
 class TooDeep(orjson.JSONDecodeError):
