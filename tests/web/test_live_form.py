@@ -34,6 +34,7 @@ from twice.lab.scenarios import run_scenario_with_server
 from twice.lab.trace_server import TraceServer
 from twice.store import open_store
 from twice.web.evidence import Refused, web_dsn
+from twice.web.forms import upload_name
 
 KEY = "rk_test_51LiveFormPlantedRestrictedKey0007"
 TRACE_PASSWORD = "tr4ce-Form-Pw-planted"
@@ -282,3 +283,15 @@ def test_an_uploaded_checkpoints_file_is_read(lab: Lab, tmp_path: Path) -> None:
         assert "step_retry" in page.locator("body").inner_text()
     (saved,) = [s for s in open_store(str(store)).list() if s.title.startswith("Live:")]
     assert "checkpoints" in saved.sources and "partial" not in saved.tags
+
+
+@pytest.mark.parametrize(("sent", "kept"), [
+    ("checkpoints.sqlite", "checkpoints.sqlite"), ("../../etc/cron.d/x", "x"),
+    ("C:\\Users\\ana\\agent.sqlite", "agent.sqlite"), ("..", "upload-1"), ("", "upload-1"),
+    ("a\x00b.sqlite", "upload-1"), ("a" * 300, "upload-1"),
+])
+def test_an_upload_is_kept_under_its_own_last_name_only(sent: str, kept: str) -> None:
+    """A forged upload may name any path: the file is kept in the request's folder, under its
+    name's last part, or a plain name when that is no file name (`..` would be the folder's
+    parent, a NUL fails the write)."""
+    assert upload_name(sent, "upload-1") == kept
