@@ -5,7 +5,12 @@ offset) whose evidence carries it.
 
 from __future__ import annotations
 
+import base64
+import html
+import json
+from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote, quote_plus
 
 import pandas as pd
 
@@ -23,6 +28,30 @@ RICH_LINK = "[link=https://evil.example/]click[/link]"  # rich markup for a term
 EVIL_TOOL = 'charge<a href="https://evil.example/">evil</a><span style="font-size:400px">'
 # what must never reach a terminal from the evidence (twice's own styling is ESC [ ... m)
 NEVER_ON_A_TERMINAL = ["\x1b]52", "\x1b[2J", "\x1b[31m", "\x00", "\u202e", "\x9b", "\x1b]8;"]
+
+
+# Planted secrets with every character an encoder changes: HTML's `&<>"'`, a URL's `%+/ ?#@:`,
+# JSON's `\\` and `"`, a character past the BMP (a JSON surrogate pair), one of Latin-1.
+SPECIAL_SECRETS = ("Pw&<\"' X9q", "a%2F+b c&amp;#?@:/x7", "ü€😀\\\"/tok-9Z", "x<y>&z;'Q\t1")
+# how servers echo a secret back: each is one of the forms `redact` must mask
+ENCODINGS: dict[str, Callable[[str], str]] = {
+    "plain": lambda s: s,
+    "html": lambda s: html.escape(s, quote=True),  # &amp; &lt; &quot; &#x27;
+    "html-39": lambda s: html.escape(s, quote=True).replace("&#x27;", "&#39;").replace(
+        "&quot;", "&#34;"),  # as Go's html/template and markupsafe write them
+    "percent": lambda s: quote(s, safe=""),
+    "form": lambda s: quote_plus(s),  # application/x-www-form-urlencoded
+    "json": lambda s: json.dumps(s)[1:-1],  # \uXXXX past ASCII
+    "json-raw": lambda s: json.dumps(s, ensure_ascii=False)[1:-1],
+    "python": lambda s: repr(s)[1:-1],
+    "base64": lambda s: base64.b64encode(s.encode()).decode(),
+    "base64-url": lambda s: base64.urlsafe_b64encode(s.encode()).decode().rstrip("="),
+}
+
+
+def encoded_forms(secret: str) -> list[str]:
+    """Every form of `secret` in ENCODINGS, as a scan looks for them."""
+    return list(dict.fromkeys(encode(secret) for encode in ENCODINGS.values()))
 
 
 def load_sample(name: str) -> pd.DataFrame:

@@ -5,6 +5,7 @@ its currency has no cents, and text from the evidence never acts on whoever read
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -13,7 +14,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-__all__ = ["iso", "minor_unit_exponent", "money", "utc", "visible"]
+__all__ = ["iso", "log_visibly", "minor_unit_exponent", "money", "utc", "visible"]
 
 # Amounts are integers in the currency's minor unit (Stripe, PayPal and Adyen agree on the unit,
 # ISO 4217's exponent). Currencies without a minor unit, as Stripe lists them: 500 JPY is 500.
@@ -65,8 +66,44 @@ INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u2
                         "\u2066-\u2069]")
 
 
+# lone surrogates: how Python keeps the bytes of a file name that are not UTF-8 (U+DC80-DCFF
+# for the bytes 0x80-0xff), and what no UTF-8 output can carry
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def visible(text: str) -> str:
     """Text from the evidence or a user, safe to show anywhere (terminal, page, chart): each
     control and bidi character is written as its code point, `<U+001B>`, `<U+202E>`, so it is
-    seen, never obeyed. Data (the JSON contract, exports) keeps the text as it was."""
-    return INVISIBLE.sub(lambda m: f"<U+{ord(m[0]):04X}>", text)
+    seen, never obeyed; a byte of a file name that is not UTF-8 as `\\xff`. Data (the JSON
+    contract, exports) keeps the text as it was."""
+    shown = INVISIBLE.sub(lambda m: f"<U+{ord(m[0]):04X}>", text)
+    return _SURROGATE.sub(_surrogate, shown) if _SURROGATE.search(shown) else shown
+
+
+def _surrogate(m: re.Match[str]) -> str:
+    point = ord(m[0])
+    return f"\\x{point - 0xDC00:02x}" if 0xDC80 <= point <= 0xDCFF else f"<U+{point:04X}>"
+
+
+class _VisibleRecord(logging.LogRecord):
+    """A log record whose message and traceback name their control characters: what libraries
+    log (LangGraph names the module a checkpoint blob gives) is evidence too."""
+
+    def getMessage(self) -> str:  # noqa: N802 - logging's name
+        return visible(super().getMessage())
+
+
+def log_visibly() -> None:
+    """Every log record made from now on, by any library, shows control and bidi characters by
+    name (`visible`), on stderr and in `twice web`'s log as in twice's own output."""
+    if logging.getLogRecordFactory() is not _visible_record:
+        logging.setLogRecordFactory(_visible_record)
+
+
+def _visible_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+    record = _VisibleRecord(*args, **kwargs)
+    if record.exc_info and record.exc_info[0] is not None:
+        record.exc_text = visible(logging.Formatter().formatException(record.exc_info))
+    if record.stack_info:
+        record.stack_info = visible(record.stack_info)
+    return record

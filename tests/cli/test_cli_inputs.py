@@ -219,3 +219,15 @@ def test_corpus_file_through_analyze(path: Path, tmp_path: Path,
     report = json.loads(out)
     assert all(w["source"] and w["detail"] for w in report["warnings"])
     assert all(str(copy) in w["source"] for w in report["warnings"]), report["warnings"]
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (b'{"id": "evt_1", \n', "1 unreadable line; line 1: "),
+    (b"\n\nnot json at all\n{\"a\": [1,}\n", "2 unreadable lines; line 3: invalid literal"),
+])
+def test_a_file_that_is_not_json_lines_names_the_first_bad_line_and_why(
+        tmp_path: Path, content: bytes, said: str) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(content)
+    err = refused(twice("analyze", "--stripe-events", str(path)), str(path), said)
+    assert "column" in err

@@ -220,3 +220,47 @@ def test_table_shows_alternatives_and_clocks() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))
+
+
+def test_a_library_logging_the_evidence_names_its_controls(tmp_path: Path) -> None:
+    """A checkpoint blob naming a module with an OSC 52 clipboard write: LangGraph's own logger
+    quotes the name on stderr (its warning about a type off the allow-list); it arrives named,
+    as twice's own output does."""
+    import shutil
+    import sqlite3
+
+    import ormsgpack
+
+    path = tmp_path / "checkpoints.sqlite"
+    shutil.copyfile(SAMPLES / "step_retry" / "checkpoints.sqlite", path)
+    blob = ormsgpack.packb([ormsgpack.Ext(0, ormsgpack.packb([f"evil{OSC52}", "Thing",
+                                                              {"a": 1}]))])
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE writes SET value = ? WHERE rowid = (SELECT min(rowid) FROM writes "
+                   "WHERE type = 'msgpack')", (blob,))
+    db.close()
+    code, out = _run_in_pty(["analyze", "--checkpoints", str(path)])
+    assert code == 0, out
+    _safe(out)
+    assert "Blocked deserialization of evil<U+001B>]52;c;aGVsbG8=" in out  # LangGraph's words
+
+
+def test_a_newline_in_an_id_draws_no_line_of_its_own(tmp_path: Path) -> None:
+    """A request id and an idempotency key with a newline (and a carriage return) in them:
+    the table shows them named, on their own row, not as a fake line of the table."""
+    folder = tmp_path / "incident"
+    folder.mkdir()
+    doc = json.loads((SAMPLES / "step_retry" / "events.json").read_text())
+    fake = "\n│ req_FAKE  2025-03-04 00:00:00.000  (none)  -  created  pi_FAKE │\r"
+    for event in doc["data"]:
+        request = event.get("request")
+        if isinstance(request, dict) and request.get("id"):
+            request["id"] += fake
+            if request.get("idempotency_key"):
+                request["idempotency_key"] = fake + request["idempotency_key"]
+    (folder / "events.json").write_text(json.dumps(doc))
+    code, out = _run_in_pty(["analyze", str(folder)])
+    assert code == 0, out
+    assert "step_retry" in out
+    assert not [row for row in out.splitlines() if row.lstrip("│ ").startswith("req_FAKE")]
+    assert "<U+000A>│ req_FAKE" in out

@@ -6,7 +6,10 @@ import base64
 from urllib.parse import quote
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from tests.hostile import ENCODINGS, SPECIAL_SECRETS, encoded_forms
 from twice.connectors.base import credentials, redact
 
 
@@ -87,3 +90,54 @@ def test_tokens_and_headers_are_masked_without_knowing_them(text: str, shown: st
 ])
 def test_words_about_credentials_stay_readable(text: str) -> None:
     assert redact(text) == text
+
+
+# -- a secret in every form a server echoes it in --------------------------------------------
+@pytest.mark.parametrize("encoding", list(ENCODINGS))
+@pytest.mark.parametrize("secret", SPECIAL_SECRETS)
+def test_a_secret_is_masked_in_every_encoding(secret: str, encoding: str) -> None:
+    echoed = f"<p>bad password {ENCODINGS[encoding](secret)}</p> for ops"
+    shown = redact(echoed, [secret])
+    assert "bad password ***" in shown and shown.endswith(" for ops")
+    for form in encoded_forms(secret):
+        assert form not in shown
+
+
+def test_a_secret_in_a_longer_base64_blob_is_masked_at_any_alignment() -> None:
+    secret = "Pw&<\"' X9q-longer"
+    for before in ("", "a", "ab", "abc", "user:"):
+        blob = base64.b64encode(f"{before}{secret}!tail".encode()).decode()
+        shown = redact(f"token {blob} end", [secret])
+        assert "***" in shown
+        for part in shown.removeprefix("token ").removesuffix(" end").split("***"):
+            for pad in range(4):  # whatever is left decodes to no more than a few bytes of it
+                try:
+                    kept = base64.b64decode("A" * pad + part + "===", validate=False)
+                except ValueError:
+                    continue
+                assert secret[:6].encode() not in kept and secret[-6:].encode() not in kept
+
+
+SECRET_TEXT = st.text(st.sampled_from("aZ9 &<>\"'%+/\\?#@:;=\t€😀ü"), min_size=6, max_size=24)
+
+
+@given(secret=SECRET_TEXT, encoding=st.sampled_from(sorted(ENCODINGS)),
+       before=st.text("xyz -<>", max_size=6), after=st.text("xyz -<>", max_size=6))
+def test_any_secret_in_any_encoding_and_any_mix_is_masked(
+        secret: str, encoding: str, before: str, after: str) -> None:
+    echoed = ENCODINGS[encoding](secret)
+    if "***" in secret or "[api key]" in secret:
+        return
+    shown = redact(before + echoed + after, [secret])
+    assert echoed not in shown and secret not in shown
+
+
+@given(secret=SECRET_TEXT, data=st.data())
+def test_a_secret_written_with_each_character_encoded_its_own_way_is_masked(
+        secret: str, data: st.DataObject) -> None:
+    """A server may escape some characters and not others (`&amp;` but a bare `'`)."""
+    picks = [data.draw(st.sampled_from(["plain", "html", "html-39", "percent", "json"]))
+             for _ in secret]
+    mixed = "".join(ENCODINGS[pick](c) for pick, c in zip(picks, secret, strict=True))
+    shown = redact(f"[{mixed}]", [secret])
+    assert shown == "[***]"

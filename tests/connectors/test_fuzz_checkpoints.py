@@ -7,10 +7,14 @@ would create a marker file if anything unpickled them or called what they name."
 
 from __future__ import annotations
 
+import os
 import pickle
 import shutil
 import sqlite3
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -273,3 +277,191 @@ def test_postgres_bad_rows(pg_source: str, damage: str) -> None:
     if damage == "blob_type_pickle":
         assert isinstance(result, LoadResult)
         assert any("refused to unpickle" in w.detail for w in result.warnings)
+
+
+# --- rebuilt messages of the wrong shape, values nested too deep, blobs too big (issue 19) -----
+BAD_TOOL_CALLS: dict[str, Any] = {
+    "list_of_ints": [1, 2, 3], "string": "abc", "null": None, "object": {"id": "c"},
+    "id_list": [{"id": ["x"], "name": {"a": 1}, "args": 1}],
+    "deep_args": [{"id": "call_deep", "name": "charge", "args": {"x": "DEEP"}}],
+}
+
+
+def _deep(levels: int) -> Any:
+    value: Any = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@dataclass(frozen=True)
+class Raw:
+    """An ext record as read (ormsgpack.Ext does not show its fields)."""
+
+    code: int
+    data: bytes
+
+
+def _raw(blob: bytes) -> Any:
+    return ormsgpack.unpackb(blob, ext_hook=Raw)
+
+
+def _reshape(value: Any, tool_calls: Any) -> Any:
+    """`value` (msgpack, LangGraph's ext records unpacked) with every AI message's tool_calls
+    replaced, and every tool message's tool_call_id given the same wrong shape."""
+    if isinstance(value, Raw):
+        fields = _raw(value.data)
+        if isinstance(fields, list) and len(fields) >= 3 and isinstance(fields[2], dict):
+            if fields[1] == "AIMessage":
+                calls = tool_calls
+                if tool_calls is BAD_TOOL_CALLS["deep_args"]:
+                    calls = [{**tool_calls[0], "args": {"x": _deep(200)}}]
+                fields[2] = {**fields[2], "tool_calls": calls}
+            elif fields[1] == "ToolMessage":
+                fields[2] = {**fields[2], "tool_call_id": tool_calls
+                             if not isinstance(tool_calls, list) else [1, 2]}
+        return ormsgpack.Ext(value.code, ormsgpack.packb(_reshape(fields, tool_calls)))
+    if isinstance(value, list):
+        return [_reshape(v, tool_calls) for v in value]
+    if isinstance(value, dict):
+        return {k: _reshape(v, tool_calls) for k, v in value.items()}
+    return value
+
+
+def reshaped_blob(blob: bytes, tool_calls: Any) -> bytes:
+    return ormsgpack.packb(_reshape(_raw(blob), tool_calls))
+
+
+def _messages_named(result: LoadResult) -> str:
+    return " ".join(w.detail for w in result.warnings)
+
+
+@pytest.mark.parametrize("shape", sorted(BAD_TOOL_CALLS))
+def test_sqlite_messages_of_the_wrong_shape_are_warnings(tmp_path: Path, shape: str) -> None:
+    """LangGraph rebuilds a message from whatever its blob says (no validation): tool_calls
+    that are not a list of objects, ids that are not text, arguments 200 levels deep. In
+    checkpoints and in writes: each is a warning for its message, the rest is read."""
+    path = _copy(tmp_path)
+    with sqlite3.connect(path) as db:
+        for table, column in (("checkpoints", "checkpoint"), ("writes", "value")):
+            rows = db.execute(f"SELECT rowid, {column} FROM {table} WHERE type = 'msgpack'")
+            for rowid, blob in rows.fetchall():
+                db.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?",
+                           (reshaped_blob(blob, BAD_TOOL_CALLS[shape]), rowid))
+    result = check("checkpoints", _load(path), source=str(path))
+    assert isinstance(result, LoadResult), result
+    said = _messages_named(result)
+    if shape == "deep_args":
+        assert "arguments nested deeper than 128 levels" in said
+        assert "call_deep" in set(result.rows["tool_call_id"].dropna())
+    elif shape != "null":
+        assert "not a list" in said or "not an object" in said or "not text" in said, said
+
+
+@pytest.mark.parametrize("levels", [130, 600])
+def test_a_deep_tool_result_is_read_without_its_content(tmp_path: Path, levels: int) -> None:
+    """A tool message kept as a plain dict (its class not rebuilt), its content nested deeper
+    than any result's (ormsgpack writes at most 255 levels: spliced in as bytes)."""
+    marker = "\x00DEEP\x00"
+    message = {"type": "tool", "tool_call_id": "call_deep", "content": marker}
+    blob = ormsgpack.packb([message]).replace(ormsgpack.packb(marker),
+                                              b"\x91" * levels + b"\x90")
+    path = _copy(tmp_path)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE writes SET value = ? WHERE rowid = (SELECT min(rowid) FROM writes "
+                   "WHERE type = 'msgpack')", (blob,))
+    result = check("checkpoints", _load(path), source=str(path))
+    assert isinstance(result, LoadResult)
+    assert "tool result call_deep: content nested deeper than 128 levels" in \
+        _messages_named(result)
+
+
+def test_too_big_and_too_many_container_blobs_are_skipped(tmp_path: Path) -> None:
+    """A blob past 32 MiB, and one of 2 million empty lists (a few MiB that would decode to
+    more than 100 MiB of objects), each a warning naming its row; the rest is read."""
+    path = _copy(tmp_path)
+    many = b"\xdd" + (2_000_000).to_bytes(4, "big") + b"\x90" * 2_000_000
+    big = b"\xc6" + (33 * 2**20).to_bytes(4, "big") + bytes(33 * 2**20)
+    with sqlite3.connect(path) as db:
+        (first, second) = [r[0] for r in db.execute(
+            "SELECT rowid FROM writes WHERE type = 'msgpack' ORDER BY rowid LIMIT 2")]
+        db.execute("UPDATE writes SET value = ? WHERE rowid = ?", (many, first))
+        db.execute("UPDATE writes SET value = ? WHERE rowid = ?", (big, second))
+    result = check("checkpoints", _load(path), source=str(path))
+    assert isinstance(result, LoadResult) and len(result.rows)
+    said = _messages_named(result)
+    assert "more than 1,000,000 lists and maps; skipped" in said
+    assert "blob is 33 MiB, more than the 32 MiB twice decodes; skipped" in said
+
+
+@pytest.mark.parametrize("wal", ["dev_zero", "sparse", "fifo", "dangling"])
+def test_a_wal_that_is_no_regular_file_within_the_cap_is_not_copied(
+        tmp_path: Path, wal: str) -> None:
+    path = _copy(tmp_path)
+    beside = path.with_name(path.name + "-wal")
+    if wal == "dev_zero":
+        beside.symlink_to("/dev/zero")
+    elif wal == "sparse":
+        with open(beside, "wb") as out:
+            out.truncate(20 * 2**30)
+    elif wal == "fifo":
+        os.mkfifo(beside)
+    else:
+        beside.symlink_to(tmp_path / "nowhere")
+    result = check("checkpoints", _load(path), source=str(path))
+    assert isinstance(result, LoadResult) and len(result.rows)
+    assert any("its -wal file" in w.detail and "read without it" in w.detail
+               for w in result.warnings)
+    temp = Path(tempfile.gettempdir())
+    assert not list(temp.glob("twice-sqlite-*"))  # nothing copied was left behind
+
+
+_PG_ROW_DAMAGE = {
+    "metadata_past_a_double": "UPDATE checkpoints SET metadata = '{\"step\": 1e400}'",
+    "metadata_2000_deep": "UPDATE checkpoints SET metadata = ('{\"x\": ' || repeat('[', 2000)"
+                          " || repeat(']', 2000) || '}')::jsonb",
+    "versions_200_deep": "UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, "
+                         "'{channel_versions}', (repeat('[', 200) || repeat(']', 200))::jsonb)",
+}
+
+
+@pytest.mark.parametrize("damage", sorted(_PG_ROW_DAMAGE))
+def test_postgres_a_bad_jsonb_value_is_a_warning_for_its_row(pg_source: str,
+                                                             damage: str) -> None:
+    with _damaged_copy(pg_source, damage) as dsn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(_PG_ROW_DAMAGE[damage] + " WHERE checkpoint_id = "  # type: ignore
+                         "(SELECT min(checkpoint_id) FROM checkpoints)")
+        result = check("checkpoints_postgres", lambda: checkpoints.load(dsn))
+    assert isinstance(result, LoadResult) and len(result.rows), result
+    assert sum("is not readable JSON" in w.detail for w in result.warnings) == 1
+
+
+@pytest.mark.parametrize("shape", sorted(BAD_TOOL_CALLS))
+def test_postgres_messages_of_the_wrong_shape_are_warnings(pg_source: str, shape: str) -> None:
+    with _damaged_copy(pg_source, f"shape_{shape}") as dsn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for table in ("checkpoint_blobs", "checkpoint_writes"):
+                rows = conn.execute(f"SELECT ctid::text, blob FROM {table} "  # type: ignore
+                                    "WHERE type = 'msgpack'").fetchall()
+                for ctid, blob in rows:
+                    conn.execute(f"UPDATE {table} SET blob = %s WHERE ctid = %s::tid",  # type: ignore
+                                 (reshaped_blob(blob, BAD_TOOL_CALLS[shape]), ctid))
+        result = check("checkpoints_postgres", lambda: checkpoints.load(dsn))
+    assert isinstance(result, LoadResult), result
+    if shape != "null":
+        assert result.warnings
+
+
+@contextmanager
+def _damaged_copy(pg_source: str, name: str) -> Iterator[str]:
+    base, _, good = pg_source.rpartition("/")
+    copy = f"fuzz_{name}".lower()
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{copy}"')  # type: ignore[arg-type]
+        admin.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{good}"')  # type: ignore[arg-type]
+    try:
+        yield f"{base}/{copy}"
+    finally:
+        with psycopg.connect(f"{base}/postgres", autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')  # type: ignore

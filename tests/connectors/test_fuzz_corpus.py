@@ -30,7 +30,7 @@ NAMED = {"lambda_records_not_sqs.json": "Records[1]", "messages_not_a_list.jsonl
 
 
 def test_the_corpus_is_there() -> None:
-    assert len(FILES) >= 15 and len(BODIES) == 3
+    assert len(FILES) >= 15 and len(BODIES) == 5
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")

@@ -23,8 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import streamlit as st
+from psycopg.conninfo import conninfo_to_dict
 from streamlit.testing.v1 import AppTest
 
 from tests.web.conftest import ROOT, chromium, running_app
@@ -32,6 +34,7 @@ from twice.lab.scenarios import run_scenario_with_server
 from twice.lab.trace_server import TraceServer
 from twice.store import open_store
 from twice.web.evidence import Refused, web_dsn
+from twice.web.forms import upload_name
 
 KEY = "rk_test_51LiveFormPlantedRestrictedKey0007"
 TRACE_PASSWORD = "tr4ce-Form-Pw-planted"
@@ -123,7 +126,7 @@ def test_trace_backend_credentials_are_used_once_and_kept_nowhere(
     snap = open_store(str(store)).get(saved.id)
     assert snap is not None and "partial" in snap.summary.tags
     details = [str(w.get("detail", "")) for w in snap.warnings]
-    assert any("HTTP 401" in d and "Basic ***" in d for d in details), details
+    assert any("HTTP 401" in d and "***" in d for d in details), details
     basic = base64.b64encode(f"{TRACES_USER}:{wrong}".encode()).decode()
     files = [p.read_bytes() for p in store.parent.glob("*") if p.is_file()]
     assert files
@@ -168,12 +171,29 @@ def test_only_files_inside_the_evidence_folder_are_read(
 @pytest.mark.parametrize(("dsn", "why"), [
     ("postgresql:///agent", "names the database's host"),  # the server's local socket
     ("postgresql://reader:pw@%2Fvar%2Frun%2Fpostgresql/agent", "names the database's host"),
+    # an empty entry in a host list is the local socket too (libpq's reading), peer login
+    ("postgresql://root:wrongpw@127.0.0.1:1,:5432/db", "every host entry"),
+    ("postgresql://root:wrongpw@db.internal/db?host=db.internal,,x", "every host entry"),
+    ("postgresql://root:pw@db.internal/db?host=@abstract", "every host entry"),
     ("postgresql://reader@db.internal/agent", "user and password"),  # the server's ~/.pgpass
     ("postgresql://db.internal/agent", "user and password"),
-    ("postgresql://reader:pw@db.internal/agent?passfile=/root/.pgpass", "passfile"),
+    ("postgresql://reader:pw@db.internal/agent?passfile=/root/.pgpass", "leave out passfile"),
     ("postgresql://reader:pw@db.internal/agent?sslkey=/etc/ssl/private/k.pem&sslcert=/x",
-     "sslcert, sslkey"),
-    ("postgresql://reader:pw@db.internal/agent?service=prod", "service"),
+     "leave out sslcert, sslkey"),
+    ("postgresql://reader:pw@db.internal/agent?service=prod", "leave out service"),
+    # libpq 18's TLS key log: the server would write its TLS secrets where the form says
+    ("postgresql://reader:pw@db.internal/agent?sslkeylogfile=/tmp/keys", "sslkeylogfile"),
+    ("postgresql://reader:pw@db.internal/agent?sslrootcert=/etc/x.pem", "sslrootcert"),
+    ("postgresql://reader:pw@db.internal/agent?require_auth=none", "require_auth"),
+    ("postgresql://reader:pw@db.internal/agent?target_session_attrs=any", "target_session"),
+    ("postgresql://reader:pw@db.internal/agent?options=-cwork_mem%3D1", "options may only"),
+    ("postgresql://reader:pw@db.internal/agent?options=-csearch_path%3Dx%20-cwork_mem%3D1",
+     "options may only"),
+    ("postgresql://reader:pw@db.internal/agent?sslmode=verify-ca", "sslmode is one of"),
+    ("postgresql://reader:pw@db.internal/agent?hostaddr=db.example", "IP addresses only"),
+    ("postgresql://reader:pw@db.internal/host%3Dx", "not a connection string"),
+    ("postgresql://reader:pw@db.internal:9x/agent", "port takes numbers"),
+    ("postgresql://reader:pw@db.internal/agent?x=%zz&", "not a valid"),
 ])
 def test_a_dsn_that_leans_on_the_servers_settings_is_refused(dsn: str, why: str) -> None:
     with pytest.raises(Refused, match=why) as refused:
@@ -181,9 +201,33 @@ def test_a_dsn_that_leans_on_the_servers_settings_is_refused(dsn: str, why: str)
     assert "pw" not in str(refused.value)
 
 
-def test_a_dsn_with_its_own_host_user_and_password_is_taken_as_given() -> None:
-    dsn = "postgresql://reader:s3cret@db.internal:5433/agent?sslmode=require"
-    assert web_dsn(dsn) == dsn
+def test_a_dsn_with_its_own_host_user_and_password_reaches_that_host_only() -> None:
+    given = "postgresql://reader:s3%40cret@db.internal:5433,db2.internal/agent?sslmode=require"
+    used = conninfo_to_dict(web_dsn(given))
+    assert {k: used[k] for k in ("host", "port", "user", "password", "dbname", "sslmode")} == {
+        "host": "db.internal,db2.internal", "port": "5433,", "user": "reader",
+        "password": "s3@cret", "dbname": "agent", "sslmode": "require"}
+    assert used["sslcertmode"] == "disable"  # the server's own client certificate stays home
+
+
+def test_a_web_dsn_reads_the_database_with_its_password_and_nothing_else(
+        postgres_dsn: str) -> None:
+    """Against the real server: the DSN the form takes logs in with its password (scram), and
+    its parameters refuse a login that asks for no password (the server's local socket trusts
+    every local user, as a default install's peer login does)."""
+    dsn = web_dsn(postgres_dsn)
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+        (sockets,) = conn.execute("SHOW unix_socket_directories").fetchone() or ("",)
+    wrong = postgres_dsn.replace("postgres:", "postgres:wrong", 1)
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(web_dsn(wrong)).close()
+    local = {**conninfo_to_dict(dsn), "host": sockets.split(",")[0]}
+    local.pop("password")
+    local.pop("hostaddr", None)
+    psycopg.connect(**{**local, "require_auth": "", "sslcertmode": "allow"}).close()  # trusted
+    with pytest.raises(psycopg.OperationalError, match="authentication"):
+        psycopg.connect(**local).close()
 
 
 def test_a_dsn_refusal_is_said_in_the_form(lab: Lab, store: Path) -> None:
@@ -239,3 +283,15 @@ def test_an_uploaded_checkpoints_file_is_read(lab: Lab, tmp_path: Path) -> None:
         assert "step_retry" in page.locator("body").inner_text()
     (saved,) = [s for s in open_store(str(store)).list() if s.title.startswith("Live:")]
     assert "checkpoints" in saved.sources and "partial" not in saved.tags
+
+
+@pytest.mark.parametrize(("sent", "kept"), [
+    ("checkpoints.sqlite", "checkpoints.sqlite"), ("../../etc/cron.d/x", "x"),
+    ("C:\\Users\\ana\\agent.sqlite", "agent.sqlite"), ("..", "upload-1"), ("", "upload-1"),
+    ("a\x00b.sqlite", "upload-1"), ("a" * 300, "upload-1"),
+])
+def test_an_upload_is_kept_under_its_own_last_name_only(sent: str, kept: str) -> None:
+    """A forged upload may name any path: the file is kept in the request's folder, under its
+    name's last part, or a plain name when that is no file name (`..` would be the folder's
+    parent, a NUL fails the write)."""
+    assert upload_name(sent, "upload-1") == kept

@@ -9,7 +9,10 @@ saving to a SQLite store and to a PostgreSQL store (whose role's password is pla
 the three exports downloaded from the browser; failures are provoked on both (wrong key, wrong
 password, unreachable host). Everything the processes could write lands under one folder (HOME,
 TMPDIR, XDG_DATA_HOME, --out, logs, captured output, the pages' HTML and URLs, the downloads,
-a dump of the PostgreSQL store's rows); none of it may contain a secret.
+a dump of the PostgreSQL store's rows); none of it may contain a secret, in any of the forms
+a server may echo it in (HTML entities, form encoding, JSON escapes, base64: tests/hostile.py).
+One trace backend echoes the password it is sent, HTML-encoded, at the start of its 401 page;
+that password has every character an encoder changes.
 """
 
 from __future__ import annotations
@@ -27,11 +30,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 import pytest
 from psycopg import sql
 
+from tests.connectors.hostile_http import hostile_backend
+from tests.hostile import SPECIAL_SECRETS, encoded_forms
 from tests.web.conftest import chromium, free_port
 from twice.lab.scenarios import run_scenario_with_server
 from twice.lab.trace_server import TraceServer
@@ -41,7 +47,8 @@ KEY = "rk_test_51LeakScanPlantedRestrictedKey7f3c9a"  # a restricted key with re
 WRONG_KEY = "rk_test_51LeakScanWrongKeyNobodyIssued00x1"
 READER_PW = "pgLeakScanPlantedReaderPw7Q2"
 STORE_PW = "pgLeakScanPlantedStorePw9Z4"
-SECRETS = (KEY, WRONG_KEY, READER_PW, STORE_PW)
+TRACE_PW = SPECIAL_SECRETS[0]  # Pw&<"' X9q
+SECRETS = (KEY, WRONG_KEY, READER_PW, STORE_PW, TRACE_PW)
 
 
 @dataclass
@@ -271,7 +278,8 @@ def _scan(root: Path) -> tuple[int, int, list[str]]:
         data = path.read_bytes()
         files += 1
         size += len(data)
-        hits += [f"{path.relative_to(root)}: {s[:12]}…" for s in SECRETS if s.encode() in data]
+        hits += [f"{path.relative_to(root)}: {s[:12]!r}… as {form[:16]!r}" for s in SECRETS
+                 for form in encoded_forms(s) if form.encode() in data]
     return files, size, hits
 
 
@@ -308,6 +316,13 @@ def test_no_secret_reaches_anything_the_app_wrote(live: Live, browser: Any) -> N
     assert len(json.loads(down.stdout)["errors"]) == 3
     assert (live.root / "out-partial" / "events.json").exists()
     assert not (live.root / "out-partial" / "checkpoints.sqlite").exists()
+    with hostile_backend("echo", "html") as (echo_url, _):
+        echoing = f"jaeger+http://ops:{quote(TRACE_PW, safe='')}@{echo_url[7:]}"
+        echoed = _cli(live, "echoing-traces", *_investigate_args(live, traces=echoing),
+                      "--format", "json")
+        assert echoed.returncode == 2
+        assert any("HTTP 401" in e and "denied ***" in e
+                   for e in json.loads(echoed.stdout)["errors"])
     no_key = _cli(live, "no-key", *_investigate_args(live), key="")
     assert no_key.returncode == 2 and "LEAK_SCAN_KEY" in no_key.stderr
     assert _cli(live, "analyze-dsn", "analyze", live.reader_dsn).returncode == 0
@@ -331,7 +346,12 @@ def test_no_secret_reaches_anything_the_app_wrote(live: Live, browser: Any) -> N
         assert "Partial:" in text and "***" in text
         text = web.investigate(KEY, _unreachable(live.reader_dsn), "jaeger+http://127.0.0.1:9")
         assert "Partial:" in text and "127.0.0.1:9" in text
-        runs += 3
+        with hostile_backend("echo", "html") as (echo_url, _):
+            text = web.investigate(
+                KEY, live.reader_dsn, f"jaeger+http://ops:{quote(TRACE_PW, safe='')}@"
+                                      f"{echo_url[7:]}")
+        assert "Partial:" in text and "denied ***" in text
+        runs += 4
         web.context.close()
     with _served(live, live.store_dsn, "postgres") as url:
         web = Browser(live, browser, url, "postgres")
@@ -348,7 +368,7 @@ def test_no_secret_reaches_anything_the_app_wrote(live: Live, browser: Any) -> N
     # --- the scan --------------------------------------------------------------------------
     files, size, hits = _scan(live.root)
     print(f"\nsecret-leak scan: {files} files, {size:,} bytes, {len(SECRETS)} secrets, "
-          f"9 CLI runs, {runs} web runs, {exports} exports: {len(hits)} hits")
+          f"10 CLI runs, {runs} web runs, {exports} exports: {len(hits)} hits")
     assert hits == []
     assert files >= 30 and size > 1_000_000  # the scan really read what was written
 
@@ -357,5 +377,7 @@ def test_the_scan_finds_a_planted_secret(tmp_path: Path) -> None:
     (tmp_path / "deep" / "er").mkdir(parents=True)
     (tmp_path / "deep" / "er" / "log.bin").write_bytes(b"\x00\xffkey=" + KEY.encode() + b"\n")
     (tmp_path / "clean.txt").write_text("postgresql://reader:***@db/x")
+    (tmp_path / "page.html").write_text("<p>Pw&amp;&lt;&quot;&#x27; X9q</p>")  # HTML-encoded
     files, size, hits = _scan(tmp_path)
-    assert (files, len(hits)) == (2, 1) and hits[0].startswith("deep/er/log.bin")
+    assert (files, len(hits)) == (3, 2), hits
+    assert hits[0].startswith("deep/er/log.bin") and hits[1].startswith("page.html")

@@ -24,6 +24,7 @@ from twice.cli.lab import lab_group
 from twice.cli.options import run
 from twice.cli.sweep import sweep_command
 from twice.cli.web import web_command
+from twice.formats import log_visibly
 
 
 @click.group(name="twice", help="Find where one intended call of an AI agent became two.")
@@ -37,4 +38,5 @@ for command in (analyze_command, investigate_command, web_command, lab_group, sw
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    log_visibly()  # a library's log line quoting evidence obeys no control character either
     return run(cli, argv, "twice")

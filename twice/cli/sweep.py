@@ -23,7 +23,7 @@ from twice.cli.options import (
     evidence_options,
     format_option,
 )
-from twice.cli.text import json_out, plain, shown
+from twice.cli.text import json_out, line, shown
 from twice.connectors.base import SourceError
 from twice.formats import money
 from twice.store import Store, open_store
@@ -151,10 +151,10 @@ def _print_table(record: SweepRecord, groups: Sequence[SweepGroup], base_url: st
         table.add_column(col, no_wrap=True)
     for g in groups:
         # cells as Text: a customer id from the evidence is neither markup nor a control
-        table.add_row(f"{g.first_at:%Y-%m-%d %H:%M:%S}", plain(g.layer or "—"),
+        table.add_row(f"{g.first_at:%Y-%m-%d %H:%M:%S}", line(g.layer or "—"),
                       "—" if g.confidence is None else f"{g.confidence:.2f}",
                       money(g.money_at_risk) + (" (key held)" if g.protected else ""),
-                      plain(g.customer or "—"), str(g.attempts), plain(group_link(base_url, g)))
+                      line(g.customer or "—"), str(g.attempts), line(group_link(base_url, g)))
     out.print(table)
     t = totals(groups)
     for layer, row in t["by_layer"].items():
@@ -162,4 +162,4 @@ def _print_table(record: SweepRecord, groups: Sequence[SweepGroup], base_url: st
                   f"{money(row['money_at_risk'])}")
     out.print(f"{t['groups']} duplicate groups, money at risk {money(t['money_at_risk'])}")
     for w in record.warnings:
-        out.print(plain(f"warning: {w.get('source')}: {w.get('detail')}"))
+        out.print(line(f"warning: {w.get('source')}: {w.get('detail')}"))

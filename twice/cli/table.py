@@ -12,7 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from twice.cli.text import plain, shown
+from twice.cli.text import line, plain
 from twice.clocks import THIN_LABEL, THIN_WHY, ClockOffset
 from twice.engine import Analysis, Group
 from twice.formats import money
@@ -32,29 +32,29 @@ def _group_panel(group: Group) -> Panel:
         attempts.add_column(col, overflow="fold")
     for _, row in group.attempts.iterrows():
         a = attempt_dict(row.to_dict())
-        attempts.add_row(plain(a["attempt_id"]), f"{row['at']:%Y-%m-%d %H:%M:%S.%f}"[:-3],
-                         plain(_short(a["idempotency_key"]) or "(none)"),
-                         plain(_short(a["tool_call_id"]) or "-"), plain(a["effect"]),
-                         plain(a["object_id"] or "-"))
+        attempts.add_row(line(a["attempt_id"]), f"{row['at']:%Y-%m-%d %H:%M:%S.%f}"[:-3],
+                         line(_short(a["idempotency_key"]) or "(none)"),
+                         line(_short(a["tool_call_id"]) or "-"), line(a["effect"]),
+                         line(a["object_id"] or "-"))
     body: list[Text | Table] = [attempts]
     for d in group.duplicates:
         body.append(Text.assemble(
-            "\n", (f"{shown(d.second)}: ", "bold"),
+            "\n", (f"{line(d.second).plain}: ", "bold"),
             (str(d.layer), "bold red" if not d.protected else "bold yellow"),
             f"  confidence {d.confidence:.2f}  gap {fmt_gap(d.gap_seconds)} ({d.band})"
             + ("  protected" if d.protected else "")))
         body.append(Text(f"  {LAYERS[d.layer].plain}", style="italic"))
         for alternative in d.alternatives:
-            body.append(plain(f"  {alternative.describe()}", style="yellow"))
+            body.append(line(f"  {alternative.describe()}", style="yellow"))
         for item in d.evidence:
-            body.append(plain(f"  - {item}"))
+            body.append(line(f"  - {item}"))
         body.append(plain(f"  fix: {d.fix}", style="green"))
     if group.findings:
         body.append(Text("\nfindings", style="bold"))
         for f in group.findings:
-            body.append(plain(f"  [{f.code}] {f.detail}"))
+            body.append(line(f"  [{f.code}] {f.detail}"))
     risk = money(group.money_at_risk(), empty="no second effect")
-    title = plain(f"{group.group_id}  tool {group.tool_name or '?'}  thread "
+    title = line(f"{group.group_id}  tool {group.tool_name or '?'}  thread "
                   f"{group.thread_id or '?'}  {len(group.attempts)} attempts  money at risk: "
                   f"{risk}")
     return Panel(RichGroup(*body), title=title, title_align="left")
@@ -83,7 +83,7 @@ def render(analysis: Analysis, sources: list[tuple[str, str]], notes: list[str],
     if analysis.warnings:
         console.print(Text(f"{len(analysis.warnings)} warnings:", style="yellow"))
         for w in analysis.warnings[:20]:
-            console.print(plain(f"  {w.source}: {w.detail}", style="yellow"))
+            console.print(line(f"  {w.source}: {w.detail}", style="yellow"))
         if len(analysis.warnings) > 20:
             console.print(Text(f"  ... and {len(analysis.warnings) - 20} more (--format json "
                                "lists all)", style="yellow"))

@@ -24,6 +24,16 @@ def plain(value: object, style: str = "") -> Text:
     return Text(shown(value), style=style)
 
 
+_LINE_BREAKS = str.maketrans({"\n": "<U+000A>", "\r": "<U+000D>", "\t": "<U+0009>",
+                              "\u2028": "<U+2028>", "\u2029": "<U+2029>"})
+
+
+def line(value: object, style: str = "") -> Text:
+    """Evidence in one line of a table or a list, as `plain`, with its line breaks and tabs
+    named too: a newline in an id would draw a line of its own inside the table."""
+    return Text(shown(value).translate(_LINE_BREAKS), style=style)
+
+
 def json_out(doc: object) -> bytes:
     """A JSON document for stdout, newline-terminated. The text is kept exactly (the contract
     holds the evidence as it was), but C1 controls, DEL and bidi characters are written as `\\u`

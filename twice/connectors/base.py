@@ -10,10 +10,11 @@ goes through `redact` (twice.connectors.redaction): no credential in an error or
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -30,6 +31,46 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # near the edges of what pandas holds, 1677-2262, the engine's arithmetic on them overflows).
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(2100, 1, 1, tzinfo=UTC)
+
+
+MAX_WARNINGS = 1000
+
+
+class Warnings(list[SourceWarning]):
+    """One source's warnings, at most `limit` of them listed: past that, one last line counts
+    the rest, so a file of ten million bad records costs a thousand warnings, not ten million."""
+
+    def __init__(self, items: Iterable[SourceWarning] = (), limit: int = MAX_WARNINGS) -> None:
+        super().__init__()
+        self.limit = limit
+        self.more = 0
+        self.extend(items)
+
+    def append(self, warning: SourceWarning) -> None:
+        if len(self) < self.limit:
+            super().append(warning)
+            return
+        self.more += 1
+        said = (f"{self.more:,} more warning(s) like these not listed (the first "
+                f"{self.limit:,} are)")
+        if self.more == 1:
+            super().append(SourceWarning(warning.source, said))
+        else:
+            self[-1] = SourceWarning(self[-1].source, said)
+
+    def extend(self, warnings: Iterable[SourceWarning]) -> None:
+        for warning in warnings:
+            self.append(warning)
+
+    def __reduce__(self) -> Any:  # across a process boundary: as it is
+        return (_rebuilt, (list(self), self.limit, self.more))
+
+
+def _rebuilt(items: list[SourceWarning], limit: int, more: int) -> Warnings:
+    found = Warnings(limit=limit)
+    list.extend(found, items)
+    found.more = more
+    return found
 
 
 @dataclass

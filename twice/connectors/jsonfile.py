@@ -10,6 +10,13 @@ Limits, so that a huge or junk file answers quickly with bounded memory:
 - `MAX_LINE_BYTES` (256 MiB): a longer line is skipped with a warning, never parsed.
 - `MAX_BAD_LEAD` (1000): a file whose first 1000 non-blank lines all fail to parse is not JSON
   lines: one SourceError, not millions of warnings.
+- `MAX_NESTING` (128 levels): every JSON value a connector decodes (`loads`) is refused deeper
+  than that, as JSON that does not parse is, naming its line: no evidence nests so deep, and
+  code that walks a value level by level would run out of stack on it.
+- `MAX_VALUES` (8 million values in one document, counted before it is parsed): parsed, each
+  costs up to 60 bytes and a record to look at, so 24 MiB of `[[],[],...]` would cost as much
+  memory and time as 8 GiB of real evidence (256 MiB of OTLP spans or Stripe events hold about
+  8 million). Past that the document is refused, as one that does not parse is.
 
 JSON has no NaN or Infinity, but JavaScript and Python's json module write them. Such a value is
 read as null with a warning naming its line (`loads_lenient`), as any other unreadable field is
@@ -27,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from twice.connectors.base import SourceError, SourceWarning
@@ -40,6 +48,12 @@ MAX_NON_FINITE = 100  # NaN / Infinity read as null in one document; past this i
 _NON_FINITE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|(?<![\w.+-])(-?Infinity|NaN)(?![\w.])')
 _BLANK = re.compile(r"\s+")
 _SECOND_DOCUMENT = re.compile(r"after document|trailing", re.I)  # orjson's words for it
+MAX_NESTING = 128
+MAX_VALUES = 8_000_000
+# what the nesting scan keeps of a JSON text: brackets, quotes and newlines (for the line)
+_NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(b'[]{},"\n')))
+_STRING = re.compile(rb'"[^"]*"')
+_SCAN_CHUNK = 2**24
 
 
 _NOT_REGULAR = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -114,6 +128,9 @@ def json_documents(
     if len(raw) <= MAX_DOCUMENT_BYTES:
         try:
             value = loads_lenient(raw, name, warnings)
+        except TooDeep as exc:  # one document, and it nests too deep: nothing to read
+            raise SourceError(name, f"{exc.msg}" + (f" (line {exc.lineno})" if exc.lineno > 1
+                                                    else "") + "; not read") from None
         except orjson.JSONDecodeError as exc:
             bad_utf8 = "utf-8" in str(exc).lower()
         else:
@@ -126,7 +143,7 @@ def json_documents(
     repaired = raw.decode("utf-8", errors="replace").encode() if bad_utf8 else raw
     if repaired != raw:
         try:
-            value = orjson.loads(repaired)
+            value = loads(repaired)
         except orjson.JSONDecodeError:
             pass
         else:
@@ -189,9 +206,11 @@ def parse_lines(name: str, numbered: Iterable[tuple[int, bytes | None]],
     lines failing before any parses mean the file is not JSON lines. Raises SourceError when no
     line parses."""
     good = bad = 0
+    first_bad = ""  # where and why the first line failed, for a file where none parses
     for n, text in numbered:
         if text is None:
             bad += 1
+            first_bad = first_bad or f"line {n}: longer than {max_line // 2**20} MiB"
             warnings.append(SourceWarning(
                 f"{name}:{n}", f"line longer than {max_line // 2**20} MiB; skipped"))
             continue
@@ -206,16 +225,96 @@ def parse_lines(name: str, numbered: Iterable[tuple[int, bytes | None]],
                 value = loads_lenient(text, name, warnings, line=n)
             except orjson.JSONDecodeError as exc:
                 bad += 1
+                first_bad = first_bad or f"line {n}: {_reason(exc)}"
                 warnings.append(SourceWarning(f"{name}:{n}", f"not valid JSON ({exc}); skipped"))
                 if bad_lead is not None and good == 0 and bad >= bad_lead:
                     raise SourceError(name, f"not JSON or JSON lines (the first {bad} lines "
-                                            "do not parse)") from None
+                                            f"do not parse; {first_bad})") from None
                 continue
         good += 1
         yield f"{name}:{n}", value
         value = None  # not held while the next line is read
     if good == 0:
-        raise SourceError(name, f"not JSON or JSON lines ({bad} unreadable lines)")
+        lines_ = "line" if bad == 1 else "lines"
+        raise SourceError(name, f"not JSON or JSON lines ({bad} unreadable {lines_}; "
+                                f"{first_bad})" if first_bad else "not JSON or JSON lines")
+
+
+def _reason(exc: orjson.JSONDecodeError) -> str:
+    """orjson's reason with the column it stopped at (its line is the file's line already)."""
+    if isinstance(exc, TooDeep):
+        return exc.msg
+    return f"{exc.msg} at column {exc.colno}" if exc.colno else exc.msg
+
+
+class TooDeep(orjson.JSONDecodeError):
+    """A JSON value nested deeper than `MAX_NESTING`, or holding more than `MAX_VALUES`
+    values: refused as JSON that does not parse is (every `except
+    orjson.JSONDecodeError` treats it so); `lineno`: the line it passes the limit on."""
+
+    def __init__(self, line: int, reason: str = f"nested deeper than {MAX_NESTING} levels"
+                 ) -> None:
+        ValueError.__init__(self, reason)
+        self.msg, self.doc, self.pos = reason, "", 0
+        self.lineno, self.colno = line, 0
+
+
+def loads(raw: bytes | bytearray | memoryview | str, limit: int = MAX_NESTING) -> Any:
+    """`orjson.loads(raw)` for evidence: TooDeep (an orjson.JSONDecodeError) for a value
+    nested deeper than `limit` or holding more than `MAX_VALUES` values (counted before
+    parsing: the parse is what would cost)."""
+    check_size_of(raw)
+    value = orjson.loads(raw)
+    check_nesting(raw, limit)
+    return value
+
+
+def check_size_of(raw: bytes | bytearray | memoryview | str, limit: int = MAX_VALUES) -> None:
+    """TooDeep when the JSON text `raw` holds more than `limit` values: its commas and opening
+    brackets outside strings (counted only when those in all could pass the limit)."""
+    data = raw.encode() if isinstance(raw, str) else bytes(raw)
+    if data.count(b",") + data.count(b"[") + data.count(b"{") <= limit:
+        return
+    kept = _structure(data)
+    values = kept.count(b",") + kept.count(b"[") + kept.count(b"{")
+    if values > limit:
+        raise TooDeep(1, f"holds {values / 1e6:.1f} million values, more than the "
+                         f"{limit / 1e6:g} million twice reads in one document")
+
+
+def _structure(data: bytes) -> bytes:
+    """The brackets, commas and newlines of a JSON text, strings taken out (escapes first)."""
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    return _STRING.sub(b"", data.translate(None, _NOT_STRUCTURE))
+
+
+def check_nesting(raw: bytes | bytearray | memoryview | str, limit: int = MAX_NESTING) -> None:
+    """TooDeep when the JSON text `raw` (one that parses) nests deeper than `limit`. Linear
+    and in C: a text with fewer brackets than the limit is passed at once; otherwise strings
+    are taken out (escapes first) and the brackets counted, chunk by chunk."""
+    if isinstance(raw, str):
+        if raw.count("[") + raw.count("{") <= limit:
+            return
+        raw = raw.encode()
+    data = bytes(raw)
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return
+    kept = _structure(data)
+    del data
+    depth, lines_before = 0, 0
+    for start in range(0, len(kept), _SCAN_CHUNK):
+        chunk = np.frombuffer(kept, np.uint8, count=min(_SCAN_CHUNK, len(kept) - start),
+                              offset=start)
+        steps = ((chunk == ord("[")) | (chunk == ord("{"))).astype(np.int32) - (
+            (chunk == ord("]")) | (chunk == ord("}")))
+        levels = depth + np.cumsum(steps, dtype=np.int64)
+        over = np.flatnonzero(levels > limit)
+        if over.size:
+            line = lines_before + int(np.count_nonzero(chunk[:over[0]] == ord("\n"))) + 1
+            raise TooDeep(line)
+        depth = int(levels[-1]) if levels.size else depth
+        lines_before += int(np.count_nonzero(chunk == ord("\n")))
 
 
 def loads_lenient(raw: bytes, name: str, warnings: list[SourceWarning], *, line: int = 1
@@ -225,7 +324,9 @@ def loads_lenient(raw: bytes, name: str, warnings: list[SourceWarning], *, line:
     orjson.JSONDecodeError when `raw` is not JSON for another reason (then nothing is added to
     `warnings`)."""
     try:
-        return orjson.loads(raw)
+        return loads(raw)
+    except TooDeep as exc:
+        raise TooDeep(line + exc.lineno - 1, exc.msg) from None
     except orjson.JSONDecodeError as exc:
         if (b"NaN" not in raw and b"Infinity" not in raw) or _SECOND_DOCUMENT.search(exc.msg):
             raise  # (JSON lines read whole: each line is read on its own next)
@@ -233,7 +334,9 @@ def loads_lenient(raw: bytes, name: str, warnings: list[SourceWarning], *, line:
         if repaired is None:
             raise
         try:
-            value = orjson.loads(repaired[0])
+            value = loads(repaired[0])
+        except TooDeep as deep:
+            raise TooDeep(line + deep.lineno - 1, deep.msg) from None
         except orjson.JSONDecodeError:
             raise exc from None  # the first error: its position is in the text as given
     warnings.extend(repaired[1])

@@ -125,6 +125,9 @@ class Workers:
 
 def main() -> None:
     """A worker: tasks from stdin, results to the file descriptor named on the command line."""
+    from twice.formats import log_visibly
+
+    log_visibly()  # its stderr is the command's
     tasks = pickle.load(sys.stdin.buffer)
     with os.fdopen(int(sys.argv[1]), "wb", buffering=2**20) as out:
         _work(out, tasks)

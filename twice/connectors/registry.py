@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -13,6 +14,7 @@ from twice.connectors.base import (
     Connector,
     LoadResult,
     SourceError,
+    SourceWarning,
     UnknownConnectorError,
     redact,
 )
@@ -89,12 +91,44 @@ PARALLEL_MIN_BYTES = 64 * 2**20
 def load_one(name: str, target: str | Path, options: dict[str, Any]) -> LoadResult:
     """One source's rows; any failure to read it is a SourceError naming it."""
     load: Callable[..., LoadResult] = get(name).load  # with the connector's own options
+    if isinstance(target, Path) and shown_path(target) != str(target):
+        return _load_escaped(name, target, options)
     try:
         return load(target, **options)
     except SourceError:
         raise
     except (ValueError, OSError, UnicodeDecodeError) as exc:
         raise SourceError(redact(str(target)), f"{type(exc).__name__}: {exc}") from None
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as text that can be shown and stored: bytes of a name that are not UTF-8 (which
+    Python keeps as lone surrogates, and no text column takes) written as `\\xff`."""
+    return os.fsencode(path).decode("utf-8", errors="backslashreplace")
+
+
+def _load_escaped(name: str, target: Path, options: dict[str, Any]) -> LoadResult:
+    """Load a file whose name is not UTF-8 through a link named as it is shown (its `-wal`
+    too), so every row and message names it in text; the link's folder is then replaced by
+    the file's own, shown escaped."""
+    with tempfile.TemporaryDirectory(prefix="twice-name-") as tmp:
+        alias = Path(tmp) / shown_path(target.name)
+        os.symlink(os.path.abspath(target), alias)
+        wal = target.with_name(target.name + "-wal")
+        if os.path.lexists(wal):
+            os.symlink(os.path.abspath(wal), alias.with_name(alias.name + "-wal"))
+        folder = shown_path(target.parent)
+
+        def real(text: str) -> str:
+            return text.replace(tmp, folder)
+
+        try:
+            result = load_one(name, alias, options)
+        except SourceError as exc:
+            raise SourceError(real(exc.source), real(exc.reason)) from None
+    result.rows["origin"] = result.rows["origin"].str.replace(tmp, folder, regex=False)
+    result.warnings = [SourceWarning(real(w.source), real(w.detail)) for w in result.warnings]
+    return result
 
 
 def workers_available() -> int:

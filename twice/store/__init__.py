@@ -15,6 +15,7 @@ from twice.store.errors import (
     InvestigationExists,
     InvestigationNotFound,
     StoreError,
+    StoreFull,
     StoreReadOnly,
 )
 from twice.store.location import default_store_path, open_store
@@ -33,6 +34,6 @@ from twice.store.sql import Store, Transaction
 
 __all__ = [
     "InvestigationExists", "InvestigationNotFound", "Note", "Override", "Prepared", "Snapshot",
-    "Store", "StoreError", "StoreReadOnly", "Summary", "Transaction", "WarningLike",
+    "Store", "StoreError", "StoreFull", "StoreReadOnly", "Summary", "Transaction", "WarningLike",
     "default_store_path", "effective_overrides", "new_id", "open_store", "prepare", "valid_id",
 ]

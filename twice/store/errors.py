@@ -14,6 +14,11 @@ class StoreReadOnly(StoreError):
     database or a role without the right to write."""
 
 
+class StoreFull(StoreReadOnly):
+    """The disk holding the store is full: nothing new can be written (what was saved is kept,
+    and can still be read)."""
+
+
 class InvestigationNotFound(StoreError, LookupError):
     """A note or override was added to an investigation that does not exist (or a bad id)."""
 

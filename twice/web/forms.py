@@ -23,6 +23,16 @@ from twice.web.problems import store_problem
 from twice.web.text import md_text
 
 
+def upload_name(name: str, fallback: str) -> str:
+    """The name an uploaded file is kept under for the request: its own last part, unless that
+    is no file name at all (empty, `.`, `..`, a NUL, a name too long: a forged upload can send
+    any of them)."""
+    own = Path(name.replace("\\", "/")).name
+    if own in ("", ".", "..") or "\x00" in own or len(own.encode(errors="replace")) > 200:
+        return fallback
+    return own
+
+
 def upload_form(store: Store) -> None:
     files = st.file_uploader("Evidence files", accept_multiple_files=True,
                              help="Stripe events, stripe logs tail, request logs, SqliteSaver "
@@ -31,8 +41,8 @@ def upload_form(store: Store) -> None:
     if not st.button("Analyse files", disabled=not files):
         return
     with tempfile.TemporaryDirectory() as tmp, st.spinner("Loading evidence…"):
-        for f in files or []:
-            (Path(tmp) / Path(f.name).name).write_bytes(f.getvalue())
+        for i, f in enumerate(files or []):
+            (Path(tmp) / upload_name(f.name, f"upload-{i + 1}")).write_bytes(f.getvalue())
         found, skipped = registry.scan_folder(Path(tmp))
         try:
             if not found:
@@ -123,7 +133,7 @@ def live_form(store: Store) -> None:
         return
     with tempfile.TemporaryDirectory(prefix="twice-live-") as tmp:
         if upload is not None:  # read for this request, then gone with the folder
-            checkpoints = str(Path(tmp) / (Path(upload.name).name or "checkpoints.sqlite"))
+            checkpoints = str(Path(tmp) / upload_name(upload.name, "checkpoints.sqlite"))
             Path(checkpoints).write_bytes(upload.getvalue())
         req = Request(subject=subject.strip(), around=when.to_pydatetime(),
                       window=timedelta(hours=hours), stripe_key=key,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from twice.formats import log_visibly
 from twice.store import Store, StoreError
 from twice.store.links import ViewState
 from twice.web import auth, forms, nav
@@ -34,6 +35,7 @@ def sidebar(store: Store) -> None:
 
 
 def main() -> None:
+    log_visibly()  # what libraries log about the evidence lands in the server's log
     st.set_page_config(page_title="twice", page_icon="⧉", layout="wide")
     auth.neutralise_forged_widget_states()  # before any widget: values only a forged message sends
     # the sidebar's buttons are the way between pages: they set the query a view needs

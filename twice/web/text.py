@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from twice.formats import visible
@@ -11,18 +13,39 @@ from twice.formats import visible
 _MARKUP = frozenset("\\`*_{}[]()<>#+-.!|~$")
 
 
+# Streamlit's markdown links `www.` names and `user@host` addresses, and turns `:skull:` and
+# `:material/warning:` into an emoji or an icon, in the text it has already unescaped, so a
+# backslash does not stop them. A word joiner (U+2060: invisible, no line break) inside each
+# pattern does: after `www`, before `@`, after the `:` of a `://` or one that opens a code.
+_JOINER = "\u2060"
+_AUTOLINKED = re.compile(r"(?i:(?<=www)(?=\\?\.))|(?=@)|(?<=:)(?=//|[\w+/\\-]+:)")
+
+
 def md_text(text: str) -> str:
-    """Text from evidence or users shown inside markdown: no markup, no links, no math, one line
-    (a newline would end the list item or link it sits in)."""
+    """Text from evidence or users shown inside markdown: no markup, no links (written or
+    automatic), no emoji or icon codes, no math, one line (a newline would end the list item
+    or link it sits in)."""
     flat = visible(text.replace("\r\n", " ").replace("\n", " ").replace("\t", " "))
-    return "".join("\\" + c if c in _MARKUP else c for c in flat)
+    escaped = "".join("\\" + c if c in _MARKUP else c for c in flat)
+    return _AUTOLINKED.sub(_JOINER, escaped)
+
+
+# A cell a spreadsheet would run as a formula when the grid's "Download as CSV" is opened:
+# shown (and so downloaded) with a leading `'`, the mark spreadsheets read as "this is text".
+_FORMULA_START = tuple("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
+
+
+def shown_cell(value: str) -> str:
+    """A text cell as a grid shows it: controls and bidi by name (a U+202E would reorder the
+    cell), and a formula-like start (`=HYPERLINK(...)`, `+`, `-`, `@`) behind a `'`."""
+    cell = visible(value)
+    return "'" + cell if cell.startswith(_FORMULA_START) else cell
 
 
 def shown_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """A table as displayed in a grid: every text cell through `visible`, so a control or bidi
-    character in an id, a title or a source is shown as its code point, never obeyed (a U+202E
-    would reorder the cell). The frame given is not changed; numbers and times stay as they are."""
+    """A table as displayed in a grid, and as its toolbar downloads it as CSV: every text cell
+    through `shown_cell`. The frame given is not changed; numbers and times stay as they are."""
     shown = frame.copy()
     for col in frame.select_dtypes(include=["object", "string"]).columns:
-        shown[col] = frame[col].map(lambda v: visible(v) if isinstance(v, str) else v)
+        shown[col] = frame[col].map(lambda v: shown_cell(v) if isinstance(v, str) else v)
     return shown

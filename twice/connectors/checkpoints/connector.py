@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from twice.connectors.base import LoadResult, SourceWarning, fits_int64, redact
+from twice.connectors.base import LoadResult, SourceWarning, Warnings, fits_int64, redact
 from twice.connectors.checkpoints.decode import (
     CheckpointRecord,
     ToolCallFact,
@@ -72,7 +72,7 @@ def load(
     the queries (the window as a `checkpoint_id` range: ids are UUIDv6, time-ordered).
     """
     window = make_window(thread_ids, since, until)
-    warnings: list[SourceWarning] = []
+    warnings: list[SourceWarning] = Warnings()
     if is_dsn(target):
         from twice.connectors.checkpoints.postgres import read_postgres
 
@@ -115,7 +115,7 @@ def parse_checkpoints(
 ) -> LoadResult:
     """Timeline rows from checkpoint and pending-write records of one source."""
     window = window or Window()
-    warns = list(warnings or [])
+    warns = Warnings(warnings or [])
     parser = _Parser(source, window, warns)
     for cp in sorted(checkpoints, key=lambda c: (c.thread_id, c.checkpoint_id)):
         parser.checkpoint(cp)
@@ -220,7 +220,9 @@ class _Parser:
             if id(msg) in self.scanned:
                 continue
             self.scanned.add(id(msg))
-            calls, result = message_facts(msg)
+            problems: list[str] = []
+            calls, result = message_facts(msg, problems)
+            self.warnings.extend(SourceWarning(origin, f"{p}") for p in problems)
             for call in calls:
                 key = (thread_id, call.tool_call_id)
                 if key in self.called:

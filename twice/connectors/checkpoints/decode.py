@@ -24,7 +24,15 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from twice.connectors.base import EARLIEST, LATEST, SourceWarning
+from twice.connectors.jsonfile import MAX_NESTING, loads
 
+# What one blob may cost: decoding makes an object of every msgpack value, 60x the bytes for
+# empty lists and maps, so a blob is refused past this size or this many lists and maps
+# (counted exactly, in the ext records too, only when its bytes could hold that many).
+MAX_BLOB_BYTES = 32 * 2**20
+MAX_BLOB_CONTAINERS = 1_000_000
+_NOT_CONTAINER = bytes(b for b in range(256) if not (0x80 <= b <= 0x9F or 0xDC <= b <= 0xDF
+                                                      or 0xC7 <= b <= 0xC9 or 0xD4 <= b <= 0xD8))
 # Serialisation types JsonPlusSerializer.loads_typed understands without pickle.
 _SAFE_TYPES = frozenset({"msgpack", "json", "null", "bytes", "bytearray"})
 _EMPTY_TYPES = frozenset({"empty"})  # PostgresSaver's marker for a channel without a value
@@ -119,12 +127,75 @@ class BlobDecoder:
             self.warnings.append(SourceWarning(
                 where, f"blob has unknown serialisation type {type_!r}; skipped"))
             return REFUSED
+        if not isinstance(blob, bytes | bytearray | memoryview | None):
+            self.warnings.append(SourceWarning(
+                where, f"blob is {type(blob).__name__}, not bytes; skipped"))
+            return REFUSED
+        data = bytes(blob or b"")
+        if len(data) > MAX_BLOB_BYTES:
+            self.warnings.append(SourceWarning(
+                where, f"blob is {len(data) / 2**20:.0f} MiB, more than the "
+                       f"{MAX_BLOB_BYTES // 2**20} MiB twice decodes; skipped"))
+            return REFUSED
+        if type_ == "msgpack" and too_many_containers(data):
+            self.warnings.append(SourceWarning(
+                where, f"blob holds more than {MAX_BLOB_CONTAINERS:,} lists and maps; skipped "
+                       "(no checkpoint holds so many)"))
+            return REFUSED
         try:
-            return self._serde.loads_typed((type_, bytes(blob or b"")))
+            return self._serde.loads_typed((type_, data))
         except Exception as exc:  # corrupt data is data: say so and go on
             self.warnings.append(SourceWarning(
                 where, f"cannot decode {type_} blob ({type(exc).__name__}: {exc}); skipped"))
             return REFUSED
+
+
+# msgpack's fixed-size values: marker -> bytes after the marker
+_FIXED = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8,
+          0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8}
+_FIXEXT = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
+_SIZED = {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4}  # bin / str: size of the length
+_EXT = {0xC7: 1, 0xC8: 2, 0xC9: 4}
+_BIG = {0xDC: (2, 1), 0xDD: (4, 1), 0xDE: (2, 2), 0xDF: (4, 2)}  # array/map: size, items each
+
+
+def too_many_containers(blob: bytes, limit: int = MAX_BLOB_CONTAINERS) -> bool:
+    """Whether the msgpack `blob` holds more than `limit` arrays and maps, ext payloads
+    included. Its bytes are counted first (in C): most blobs cannot hold that many."""
+    if len(blob.translate(None, _NOT_CONTAINER)) <= limit:
+        return False
+    containers = 0
+    spans = [(0, len(blob))]  # (start, end) of msgpack data to walk: the blob, ext payloads
+    while spans:
+        i, end = spans.pop()
+        while i < end:
+            b = blob[i]
+            i += 1
+            if b <= 0x7F or b >= 0xE0:
+                continue
+            if b <= 0x9F:  # fixmap, fixarray
+                containers += 1
+            elif b <= 0xBF:  # fixstr
+                i += b & 0x1F
+            elif b in _FIXED:
+                i += _FIXED[b]
+            elif b in _SIZED:
+                width = _SIZED[b]
+                i += width + int.from_bytes(blob[i:i + width], "big")
+            elif b in _FIXEXT:
+                spans.append((i + 1, min(end, i + 1 + _FIXEXT[b])))
+                i += 1 + _FIXEXT[b]
+            elif b in _EXT:
+                width = _EXT[b]
+                size = int.from_bytes(blob[i:i + width], "big")
+                spans.append((i + width + 1, min(end, i + width + 1 + size)))
+                i += width + 1 + size
+            elif b in _BIG:
+                containers += 1
+                i += _BIG[b][0]
+            if containers > limit:
+                return True
+    return False
 
 
 def msgpack_array_head(blob: bytes) -> tuple[int, int] | None:
@@ -203,54 +274,138 @@ def content_text(content: Any) -> str:
             elif isinstance(block, dict) and isinstance(block.get("text"), str):
                 parts.append(block["text"])
             else:
-                parts.append(orjson.dumps(block, default=str).decode())
+                parts.append(_json_text(block))
         return "".join(parts)
     if content is None:
         return ""
-    return orjson.dumps(content, default=str).decode()
+    return _json_text(content)
+
+
+def _json_text(value: Any) -> str:
+    """A decoded value as JSON text; msgpack maps may have keys JSON has not (numbers, bytes)."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return f"<{type(value).__name__} that is not JSON>"
 
 
 def _openai_args(raw: Any) -> Any:
     if isinstance(raw, str):
         try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
+            return loads(raw)
+        except orjson.JSONDecodeError:  # not JSON, or nested too deep: kept as the text
             return raw
     return raw
 
 
-def message_facts(msg: Any) -> tuple[list[ToolCallFact], ToolResultFact | None]:
+def message_facts(msg: Any, problems: list[str] | None = None
+                  ) -> tuple[list[ToolCallFact], ToolResultFact | None]:
     """Tool calls an AI message asks for, or the tool result a tool message carries.
 
     Accepts LangChain message objects and, for blobs whose message classes were not rebuilt,
     their dict forms (LangChain's `{"type": "ai", "tool_calls": ...}` and OpenAI's
-    `{"role": "assistant", "tool_calls": [{"function": ...}]}`).
+    `{"role": "assistant", "tool_calls": [{"function": ...}]}`). A rebuilt message is whatever
+    the blob said (LangGraph does not validate it), so every field is checked for its shape:
+    what does not fit (tool_calls that are not a list, a call that is not an object, an id that
+    is not text, arguments nested deeper than any call's) is left out and said in `problems`.
     """
+    said = problems if problems is not None else []
     if isinstance(msg, AIMessage):
-        return [ToolCallFact(str(tc["id"]), tc.get("name"), tc.get("args"))
-                for tc in msg.tool_calls if tc.get("id")], None
+        return _calls(msg.__dict__.get("tool_calls"), said), None
     if isinstance(msg, ToolMessage):
-        return [], ToolResultFact(str(msg.tool_call_id), msg.name, msg.status,
-                                  content_text(msg.content))
+        return [], _result(msg.__dict__, said)
     if not isinstance(msg, dict):
         return [], None
     kind = msg.get("type") or msg.get("role")
     if kind in ("ai", "assistant", "AIMessage", "AIMessageChunk"):
-        calls = []
-        for tc in msg.get("tool_calls") or []:
-            if not isinstance(tc, dict) or not tc.get("id"):
-                continue
-            fn = tc.get("function")
-            if isinstance(fn, dict):  # OpenAI shape
-                calls.append(ToolCallFact(str(tc["id"]), fn.get("name"),
-                                          _openai_args(fn.get("arguments"))))
-            else:
-                calls.append(ToolCallFact(str(tc["id"]), tc.get("name"), tc.get("args")))
-        return calls, None
+        return _calls(msg.get("tool_calls"), said), None
     if kind in ("tool", "ToolMessage") and msg.get("tool_call_id"):
-        return [], ToolResultFact(str(msg["tool_call_id"]), msg.get("name"), msg.get("status"),
-                                  content_text(msg.get("content")))
+        return [], _result(msg, said)
     return [], None
+
+
+def _calls(value: Any, problems: list[str]) -> list[ToolCallFact]:
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        problems.append(f"tool_calls is {_kind(value)}, not a list; its calls were not read")
+        return []
+    calls = []
+    for tc in value:
+        if not isinstance(tc, Mapping):
+            problems.append(f"a tool call is {_kind(tc)}, not an object; skipped")
+            continue
+        fn = tc.get("function")
+        if isinstance(fn, Mapping):  # OpenAI shape
+            name, args = fn.get("name"), _openai_args(fn.get("arguments"))
+        else:
+            name, args = tc.get("name"), tc.get("args")
+        call_id = _id(tc.get("id"), "a tool call's id", problems)
+        if call_id is None:
+            continue
+        if not deep_enough(args):
+            problems.append(f"tool call {call_id}: arguments nested deeper than {MAX_NESTING} "
+                            "levels; read without them")
+            args = None
+        calls.append(ToolCallFact(call_id, _name(name, problems), args))
+    return calls
+
+
+def _result(fields: Mapping[str, Any], problems: list[str]) -> ToolResultFact | None:
+    call_id = _id(fields.get("tool_call_id"), "a tool result's tool_call_id", problems)
+    if call_id is None:
+        return None
+    status = fields.get("status")
+    content = fields.get("content")
+    if not deep_enough(content):
+        problems.append(f"tool result {call_id}: content nested deeper than {MAX_NESTING} "
+                        "levels; read without it")
+        content = None
+    return ToolResultFact(call_id, _name(fields.get("name"), problems),
+                          status if isinstance(status, str) else None, content_text(content))
+
+
+def _id(value: Any, what: str, problems: list[str]) -> str | None:
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if value not in (None, ""):
+        problems.append(f"{what} is {_kind(value)}, not text; skipped")
+    return None
+
+
+def _name(value: Any, problems: list[str]) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    problems.append(f"a tool name is {_kind(value)}, not text; read without it")
+    return None
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    kind = type(value).__name__
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
+def deep_enough(value: Any, limit: int = MAX_NESTING) -> bool:
+    """True when `value` (decoded JSON or msgpack) nests no deeper than `limit`: what is read
+    out of it level by level (canonical JSON, fingerprints) then cannot run out of stack."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return False
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, Mapping | list | tuple))
+    return True
 
 
 def _looks_like_message(item: Any) -> bool:
@@ -278,7 +433,7 @@ def outcome_of(result: ToolResultFact) -> str:
     if result.status == "error":
         return "error"
     try:
-        parsed = orjson.loads(result.content)
+        parsed = loads(result.content)
     except orjson.JSONDecodeError:
         parsed = None
     if isinstance(parsed, dict) and str(parsed.get("status", "")).lower() == "unknown":

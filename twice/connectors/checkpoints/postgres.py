@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -35,6 +36,7 @@ from twice.connectors.checkpoints.decode import (
     decode_grown_list,
     msgpack_array_head,
 )
+from twice.connectors.jsonfile import TooDeep, loads
 
 KNOWN_MIGRATION = 9  # the last schema migration of PostgresSaver this reader was checked against
 _REQUIRED = {
@@ -61,7 +63,7 @@ def read_postgres(
     try:
         conn.read_only = True  # every transaction BEGINs READ ONLY
         conn.isolation_level = IsolationLevel.REPEATABLE_READ  # one snapshot for all queries
-        set_json_loads(orjson.loads, conn)
+        set_json_loads(_jsonb, conn)
         with conn.cursor() as cur:
             cur.execute(
                 "SELECT set_config('statement_timeout', %s, false), "
@@ -83,6 +85,29 @@ def read_postgres(
             conn.rollback()  # nothing was written; end the snapshot
         conn.close()
     return checkpoints, writes
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A JSONB value orjson does not take (a number past a double, nested past the limit):
+    a warning for its row, never a failure of the whole source."""
+
+    reason: str
+
+
+def _jsonb(data: bytes | bytearray | memoryview | str) -> Any:
+    try:
+        return loads(data)
+    except orjson.JSONDecodeError as exc:
+        return Unreadable(str(exc.msg if isinstance(exc, TooDeep) else exc).split(":")[0])
+
+
+def _jsonb_field(value: Any, what: str, where: str, warnings: list[SourceWarning]) -> Any:
+    if isinstance(value, Unreadable):
+        warnings.append(SourceWarning(where, f"{what} is not readable JSON ({value.reason}); "
+                                             "read without it"))
+        return None
+    return value
 
 
 def _password(dsn: str) -> str | None:
@@ -186,6 +211,10 @@ def _read_checkpoints(
 
     records = []
     for thread_id, ns, cid, ts, versions, meta, context_only in rows:
+        row_at = f"{source}#{thread_id}/{cid}"
+        versions = _jsonb_field(versions, "checkpoint.channel_versions", row_at,
+                                decoder.warnings)
+        meta = _jsonb_field(meta, "metadata", row_at, decoder.warnings)
         values: dict[str, Any] = {}
         if isinstance(versions, Mapping):
             for ch, v in versions.items():

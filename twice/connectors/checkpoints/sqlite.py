@@ -10,14 +10,14 @@ Schema, as `SqliteSaver.setup()` creates it:
 
 from __future__ import annotations
 
-import shutil
+import os
 import sqlite3
 import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -29,7 +29,7 @@ from twice.connectors.checkpoints.decode import (
     Window,
     WriteRecord,
 )
-from twice.connectors.jsonfile import require_regular_file
+from twice.connectors.jsonfile import MAX_FILE_BYTES, require_regular_file
 
 _CHECKPOINT_COLUMNS = {"thread_id", "checkpoint_ns", "checkpoint_id", "type", "checkpoint",
                        "metadata"}
@@ -44,7 +44,7 @@ def read_sqlite(
 ) -> tuple[list[CheckpointRecord], list[WriteRecord]]:
     source = str(path)
     _check_file(path)
-    with open_evidence(path) as conn:
+    with open_evidence(path, warnings) as conn:
         # a damaged file can hold text that is not UTF-8: read it with U+FFFD, do not fail on it
         conn.text_factory = _text
         try:
@@ -63,7 +63,8 @@ def read_sqlite(
 
 
 @contextmanager
-def open_evidence(path: Path) -> Iterator[sqlite3.Connection]:
+def open_evidence(path: Path, warnings: list[SourceWarning] | None = None
+                  ) -> Iterator[sqlite3.Connection]:
     """A connection that reads an evidence file and writes nothing beside it.
 
     `mode=ro` is not enough: opening a WAL-mode database creates `-wal` and `-shm` files next to
@@ -71,26 +72,73 @@ def open_evidence(path: Path) -> Iterator[sqlite3.Connection]:
     in the one file, so it is opened `immutable` (SQLite then takes no locks and writes nothing).
     A `-wal` file holds committed transactions not yet copied into the database: then the file
     and its `-wal` are copied to a private temporary folder and the copy is read, so those
-    transactions are seen and the evidence folder is still left as it was.
+    transactions are seen and the evidence folder is still left as it was. Only a `-wal` that
+    is a regular file, and only files within twice's size cap, are copied (a `-wal` linking to
+    /dev/zero, or a sparse 20 GiB file, would fill the disk): otherwise the database is read
+    without its `-wal`, and `warnings` says so. A `-shm` is never read (SQLite rebuilds it).
     """
     source = str(path)
     wal = path.with_name(path.name + "-wal")
     with tempfile.TemporaryDirectory(prefix="twice-sqlite-") as tmp:
         try:
-            if wal.exists():
-                copy = Path(tmp) / "evidence.sqlite"
-                shutil.copyfile(path, copy)
-                shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+            copy = Path(tmp) / "evidence.sqlite"
+            if os.path.lexists(wal) and _copy_wal(path, wal, copy, source, warnings):
                 conn = sqlite3.connect(str(copy))
             else:
                 conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1",
                                        uri=True)
         except (OSError, sqlite3.Error) as exc:
-            raise SourceError(source, f"cannot open SQLite database: {exc}") from None
+            raise SourceError(source, f"cannot open SQLite database: "
+                                      f"{getattr(exc, 'strerror', None) or exc}") from None
         try:
             yield conn
         finally:
             conn.close()
+
+
+def _copy_wal(path: Path, wal: Path, copy: Path, source: str,
+              warnings: list[SourceWarning] | None) -> bool:
+    """Copy the database and its `-wal` beside `copy`; False (and a warning) when the `-wal`
+    is not a regular file or either file is past the size cap."""
+    why = _not_copied(wal)
+    if why is None:
+        # O_NONBLOCK: a FIFO put there between the check and the open does not block it
+        with os.fdopen(os.open(wal, os.O_RDONLY | os.O_NONBLOCK), "rb") as wal_in:
+            why = _not_copied(wal, os.fstat(wal_in.fileno()))  # what was opened
+            if why is None:
+                with open(path, "rb") as db_in:
+                    if os.fstat(db_in.fileno()).st_size > MAX_FILE_BYTES:
+                        raise SourceError(source, "file is more than the "
+                                                  f"{MAX_FILE_BYTES / 2**30:g} GiB twice reads")
+                    _copy_within(db_in, copy, MAX_FILE_BYTES)
+                _copy_within(wal_in, copy.with_name(copy.name + "-wal"), MAX_FILE_BYTES)
+                return True
+    if warnings is not None:
+        warnings.append(SourceWarning(source, f"its -wal file {why}; read without it (the "
+                                              "transactions only in the -wal are not seen)"))
+    return False
+
+
+def _not_copied(wal: Path, info: os.stat_result | None = None) -> str | None:
+    """Why a `-wal` is not copied (None: it is copied)."""
+    try:
+        info = info or os.stat(wal)
+    except OSError as exc:  # a link pointing nowhere, no permission
+        return f"cannot be read ({exc.strerror or exc})"
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file"
+    if info.st_size > MAX_FILE_BYTES:
+        return f"is {info.st_size / 2**30:.1f} GiB, past the {MAX_FILE_BYTES / 2**30:g} GiB cap"
+    return None
+
+
+def _copy_within(src: BinaryIO, dst: Path, cap: int) -> None:
+    """Copy at most `cap` bytes (a file that grows while it is copied stops there)."""
+    with open(dst, "wb") as out:
+        left = cap
+        while left > 0 and (chunk := src.read(min(left, 2**20))):
+            out.write(chunk)
+            left -= len(chunk)
 
 
 def _text(raw: bytes) -> str:

@@ -17,6 +17,11 @@ Facts this relies on (stripe-python 16 `stripe/_event_service.py`, `_list_object
   the injected `sleep`; pagination is done page by page (what `auto_paging_iter` does: the next
   page is `starting_after` the last id) so that one page can be retried and what was already
   read survives an error.
+- The SDK's HTTP goes through `BoundedHttp` (twice.connectors.live.http): no redirect to another
+  host (`TWICE_STRIPE_BASE_URL` may name a proxy the form user does not control, and the answer
+  of wherever a 302 points must not reach the page), time limits on connecting, each read and
+  the whole request, and a size cap on each page. What the API answers is quoted at most as a
+  short redacted excerpt.
 """
 
 from __future__ import annotations
@@ -31,9 +36,12 @@ from typing import Any, cast
 
 import orjson
 import stripe
+from stripe._base_address import BaseAddresses
 from stripe.params import EventListParams
 
 from twice.connectors.base import LoadResult, SourceError, SourceWarning, redact
+from twice.connectors.jsonfile import TooDeep, check_nesting, check_size_of, loads
+from twice.connectors.live.http import HttpRefused, Limits, excerpt, fetch
 from twice.connectors.provider import stripe_events
 from twice.formats import iso
 
@@ -71,6 +79,41 @@ DEFAULT_TYPES: tuple[str, ...] = (
 
 _KINDS = {"cus_": "customer", "pi_": "payment_intent", "ch_": "charge"}
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^\"')\]]+)")
+# a page of 100 events is a few hundred KiB; the SDK's own timeout is 80 s
+LIMITS = Limits(connect_s=10.0, read_s=30.0, total_s=90.0, max_bytes=16 * 2**20)
+
+
+class BoundedHttp(stripe.HTTPClient):
+    """The SDK's HTTP client, made of `fetch` (bounded: see the module's docstring)."""
+
+    name = "twice-bounded"
+
+    def __init__(self, limits: Limits = LIMITS) -> None:
+        super().__init__()
+        self.limits = limits
+
+    def request(self, method: str, url: str, headers: Mapping[str, str] | None,
+                post_data: Any = None, *, _usage: list[str] | None = None
+                ) -> tuple[Any, int, Mapping[str, str]]:
+        try:
+            answer = fetch(method, url, headers=headers, content=post_data, limits=self.limits)
+            # the SDK turns the answer into objects level by level: a deep one must not reach it
+            check_size_of(answer.content)
+            check_nesting(answer.content)
+        except HttpRefused as exc:
+            raise stripe.APIConnectionError(str(exc)) from exc
+        except TooDeep as exc:
+            refused = HttpRefused(f"the answer {exc.msg}")
+            raise stripe.APIConnectionError(str(refused)) from refused
+        return answer.content, answer.status, answer.headers
+
+    def request_stream(self, method: str, url: str, headers: Mapping[str, str] | None,
+                       post_data: Any = None, *, _usage: list[str] | None = None
+                       ) -> tuple[Any, int, Mapping[str, str]]:
+        raise NotImplementedError("twice reads no streamed answers from Stripe")
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass(frozen=True)
@@ -131,10 +174,11 @@ def _header(exc: stripe.StripeError, header: str) -> str | None:
     return next((str(v) for k, v in headers.items() if k.lower() == wanted), None)
 
 
-def _reason(exc: stripe.StripeError) -> str:
-    """One clear line for the user; never the API key (Stripe echoes it masked)."""
+def _reason(exc: stripe.StripeError, secrets: tuple[str, ...] = ()) -> str:
+    """One clear line for the user; never the API key (Stripe echoes it masked), and of what
+    the server said only a short excerpt."""
     status = exc.http_status
-    message = " ".join(redact(exc.user_message or "").split())[:200]
+    message = excerpt(exc.user_message or "", secrets)
     if isinstance(exc, stripe.AuthenticationError):
         reason = "the API key was rejected (401): it is wrong, revoked or of another account"
     elif isinstance(exc, stripe.PermissionError):
@@ -142,6 +186,9 @@ def _reason(exc: stripe.StripeError) -> str:
                   "to Events")
     elif isinstance(exc, stripe.RateLimitError):
         reason = "rate limited (429) and still limited after retrying"
+    elif isinstance(exc, stripe.APIConnectionError) and isinstance(exc.__cause__, HttpRefused):
+        reason = f"no answer from the Stripe API: {exc.__cause__}".replace(
+            "no answer from the Stripe API: cannot reach it", "cannot reach the Stripe API")
     elif isinstance(exc, stripe.APIConnectionError):
         cause = _ERRNO.search(exc.user_message or "")
         detail = cause.group(1).strip() if cause else "network error"
@@ -224,7 +271,7 @@ def _page_events(page: Any) -> list[dict[str, Any]]:
     body = getattr(response, "body", None) if response is not None else None
     if body:
         try:
-            doc = orjson.loads(body)
+            doc = loads(body)
         except orjson.JSONDecodeError as exc:
             raise _NotAPage(f"not JSON: {exc}") from None
         data = doc.get("data") if isinstance(doc, dict) else None
@@ -247,6 +294,7 @@ def fetch_events(
     progress: Callable[[int, int], None] | None = None,
     max_rate_limit_retries: int = 5,
     sleep: Callable[[float], None] = time.sleep,
+    secrets: tuple[str, ...] = (),
 ) -> Fetched:
     """The Events in [since, until] that concern `subject`, newest first.
 
@@ -281,8 +329,8 @@ def fetch_events(
             events = _page_events(page)
         except (stripe.StripeError, _NotAPage, UnicodeDecodeError) as exc:
             # UnicodeDecodeError: the SDK itself chokes on an answer that is not UTF-8
-            reason = _reason(exc) if isinstance(exc, stripe.StripeError) else (
-                f"the answer is not a Stripe list of events ({str(exc)[:80]})")
+            reason = _reason(exc, secrets) if isinstance(exc, stripe.StripeError) else (
+                f"the answer is not a Stripe list of events ({excerpt(str(exc), secrets)})")
             if pages == 0:
                 raise SourceError(SOURCE, reason) from None
             stopped_early = True
@@ -370,8 +418,10 @@ def load(
     base_url: str | None = None,
     types: list[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    limits: Limits = LIMITS,
 ) -> tuple[LoadResult, Fetched]:
-    """Fetch the subject's Events and turn them into provider_event rows (source stripe_events)."""
+    """Fetch the subject's Events and turn them into provider_event rows (source stripe_events).
+    `limits`: the bounds of each HTTP request (twice.connectors.live.http)."""
     key = (api_key or "").strip()
     if not key:
         raise SourceError(SOURCE, "no API key given (is the key's environment variable set?)")
@@ -379,12 +429,12 @@ def load(
         raise SourceError(SOURCE, "a publishable key (pk_...) cannot list events: use a secret "
                           "(sk_...) or restricted (rk_...) key")
     # the SDK's own retries off: 429s are retried per page in fetch_events, nothing else is
-    if base_url:
-        client = stripe.StripeClient(key, base_addresses={"api": base_url}, max_network_retries=0)
-    else:
-        client = stripe.StripeClient(key, max_network_retries=0)
+    addresses: BaseAddresses = {"api": base_url} if base_url else {}
+    client = stripe.StripeClient(key, max_network_retries=0, http_client=BoundedHttp(limits),
+                                 base_addresses=addresses)
     try:
-        fetched = fetch_events(client, subject, since, until, types=types, progress=progress)
+        fetched = fetch_events(client, subject, since, until, types=types, progress=progress,
+                               secrets=(key,))
     except SourceError as exc:
         raise SourceError(exc.source, redact(exc.reason, [key])) from None
     fetched.warnings = [SourceWarning(w.source, redact(w.detail, [key]))

@@ -25,8 +25,10 @@ from twice.connectors import spans
 from twice.connectors._parsing import trace_id_hex
 from twice.connectors.base import LoadResult
 from twice.connectors.live.traces import (
+    DEFAULT_LIMITS,
     BackendBase,
     Endpoint,
+    Limits,
     TraceNotFoundError,
     require_trace_id,
     tempo_export,
@@ -58,10 +60,10 @@ def traceql(service: str | None = None, tags: dict[str, str] | None = None) -> s
 class TempoBackend(BackendBase):
     name = "tempo"
 
-    def __init__(self, endpoint: Endpoint, *, timeout_s: float = 10.0,
+    def __init__(self, endpoint: Endpoint, *, limits: Limits = DEFAULT_LIMITS,
                  tool_attribute: str | None = None,
                  request_id_attribute: str | None = None) -> None:
-        super().__init__(endpoint, timeout_s=timeout_s, tool_attribute=tool_attribute,
+        super().__init__(endpoint, limits=limits, tool_attribute=tool_attribute,
                          request_id_attribute=request_id_attribute)
         self.has_v2: bool | None = None  # unknown until a v2 call answers or 404s before v1 does
 

@@ -23,15 +23,23 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
-import httpx
 import orjson
 
 from twice.connectors._parsing import trace_id_hex
 from twice.connectors.base import LoadResult, SourceError, credentials, redact
+from twice.connectors.jsonfile import TooDeep, loads
+from twice.connectors.live.http import (
+    DEFAULT_LIMITS,
+    Answer,
+    HttpRefused,
+    Limits,
+    excerpt,
+    fetch,
+)
 from twice.formats import utc
 
-__all__ = ["ACCEPTED_FORMS", "Endpoint", "HttpSource", "TraceBackend", "TraceNotFoundError",
-           "backend_from_url", "epoch_us", "save_traces", "unix_seconds"]
+__all__ = ["ACCEPTED_FORMS", "Endpoint", "HttpSource", "Limits", "TraceBackend",
+           "TraceNotFoundError", "backend_from_url", "epoch_us", "save_traces", "unix_seconds"]
 
 ACCEPTED_FORMS = ("jaeger+http://host:16686", "jaeger+https://host", "tempo+http://host:3200",
                   "tempo+https://user:token@host/base-path")
@@ -94,13 +102,16 @@ def parse_url(url: str) -> tuple[str, Endpoint]:
     return backend, Endpoint(f"{parts.scheme}://{host}{path}", display, auth, secrets)
 
 
-def backend_from_url(url: str, *, timeout_s: float = 10.0, tool_attribute: str | None = None,
+def backend_from_url(url: str, *, timeout_s: float = 10.0, limits: Limits | None = None,
+                     tool_attribute: str | None = None,
                      request_id_attribute: str | None = None) -> TraceBackend:
     """A Jaeger or Tempo backend for `url`; ValueError naming the accepted forms otherwise.
 
+    `timeout_s`: the longest wait for a read (`limits` sets every bound at once);
     `tool_attribute` / `request_id_attribute`: as for `twice.connectors.spans.load`."""
     backend, endpoint = parse_url(url)
-    options: dict[str, Any] = {"timeout_s": timeout_s, "tool_attribute": tool_attribute,
+    bounds = limits or Limits(connect_s=min(5.0, timeout_s), read_s=timeout_s)
+    options: dict[str, Any] = {"limits": bounds, "tool_attribute": tool_attribute,
                                "request_id_attribute": request_id_attribute}
     if backend == "jaeger":
         from twice.connectors.live.jaeger import JaegerBackend
@@ -131,11 +142,13 @@ def unix_seconds(moment: datetime, *, up: bool = False) -> int:
 
 
 class HttpSource:
-    """GET JSON from one backend; every failure is a SourceError naming the masked URL."""
+    """GET JSON from one backend within `limits` (twice.connectors.live.http: no redirect to
+    another host, time limits, a size cap); every failure is a SourceError naming the masked
+    URL, quoting at most a short redacted excerpt of what the backend said."""
 
-    def __init__(self, endpoint: Endpoint, timeout_s: float) -> None:
+    def __init__(self, endpoint: Endpoint, limits: Limits) -> None:
         self.endpoint = endpoint
-        self.timeout_s = timeout_s
+        self.limits = limits
 
     def fail(self, reason: str) -> SourceError:
         return SourceError(self.endpoint.display,
@@ -145,53 +158,49 @@ class HttpSource:
                  missing_ok: bool = False) -> Any:
         """The parsed JSON answer; None for a 404 when `missing_ok`."""
         try:
-            with httpx.Client(base_url=self.endpoint.base_url, auth=self.endpoint.auth,
-                              timeout=self.timeout_s, follow_redirects=True) as client:
-                response = client.get(path, params=params,
-                                      headers={"Accept": "application/json"})
-        except httpx.TimeoutException:
-            raise self.fail(f"no answer within {self.timeout_s:g} s (GET {path})") from None
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            raise self.fail(f"cannot reach the backend (GET {path}): "
-                            f"{exc or type(exc).__name__}") from None
-        if response.status_code == 404 and missing_ok:
+            answer = fetch("GET", self.endpoint.base_url + path, params=params,
+                           headers={"Accept": "application/json"}, auth=self.endpoint.auth,
+                           limits=self.limits)
+        except HttpRefused as exc:
+            raise self.fail(f"GET {path}: {exc}") from None
+        if answer.status == 404 and missing_ok:
             return None
-        if response.status_code >= 400:
-            raise self.fail(f"HTTP {response.status_code} for GET {path}: "
-                            f"{_error_text(response, self.endpoint.secrets)}")
+        if answer.status >= 400:
+            raise self.fail(f"HTTP {answer.status} for GET {path}: "
+                            f"{_error_text(answer, self.endpoint.secrets)}")
         try:
-            return orjson.loads(response.content)
+            return loads(answer.content)
+        except TooDeep as exc:
+            raise self.fail(f"GET {path}: the answer is {exc.msg}") from None
         except orjson.JSONDecodeError:
-            kind = response.headers.get("content-type", "no content type")
-            # masked before it is cut: half a password would not be recognised
-            start = redact(response.text, self.endpoint.secrets)[:80]
+            kind = excerpt(answer.headers.get("content-type", "no content type"))
+            start = excerpt(answer.text(), self.endpoint.secrets)
             raise self.fail(f"GET {path} answered {kind}, not JSON: {start!r}") from None
 
 
 class BackendBase:
     """What every trace backend holds: its HTTP source and how to read tool / request ids."""
 
-    def __init__(self, endpoint: Endpoint, *, timeout_s: float = 10.0,
+    def __init__(self, endpoint: Endpoint, *, limits: Limits = DEFAULT_LIMITS,
                  tool_attribute: str | None = None,
                  request_id_attribute: str | None = None) -> None:
-        self.http = HttpSource(endpoint, timeout_s)
+        self.http = HttpSource(endpoint, limits)
         self.tool_attribute = tool_attribute
         self.request_id_attribute = request_id_attribute
 
 
-def _error_text(response: httpx.Response, secrets: tuple[str, ...]) -> str:
-    """The backend's own words for an error: Jaeger's `errors[].msg`, else the body's start
-    (masked before it is cut: half a password would not be recognised)."""
+def _error_text(answer: Answer, secrets: tuple[str, ...]) -> str:
+    """The backend's own words for an error, as a short excerpt: Jaeger's `errors[].msg`, else
+    the body's start."""
     try:
-        body = orjson.loads(response.content)
+        body = orjson.loads(answer.content)
     except orjson.JSONDecodeError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("errors"), list):
         msgs = [str(e.get("msg")) for e in body["errors"] if isinstance(e, dict)]
         if msgs:
-            return redact("; ".join(msgs), secrets)
-    text = redact(response.text.strip(), secrets)
-    return text[:120] or response.reason_phrase
+            return excerpt("; ".join(msgs), secrets)
+    return excerpt(answer.text(), secrets) or answer.reason
 
 
 # -- saving -----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -38,8 +38,15 @@ from twice.connectors._parsing import (
     short,
     text_or_none,
 )
-from twice.connectors.base import LoadResult, SourceError, SourceWarning, redact
-from twice.connectors.jsonfile import json_documents, open_bytes
+from twice.connectors.base import LoadResult, SourceError, SourceWarning, Warnings, redact
+from twice.connectors.jsonfile import (
+    MAX_BAD_LEAD,
+    MAX_LINE_BYTES,
+    json_documents,
+    lines,
+    loads,
+    open_bytes,
+)
 from twice.timeline import Kind, canonical_json, fingerprint, make_timeline
 
 name = "request_log"
@@ -164,7 +171,7 @@ def parse_body(body: Any) -> Any:
     text = str(body).strip()
     if text[:1] in ("{", "["):
         try:
-            return orjson.loads(text)
+            return loads(text)
         except orjson.JSONDecodeError as exc:
             raise ValueError(f"body is not valid JSON ({exc})") from None
     return parse_form(text)
@@ -280,7 +287,7 @@ def resolve_columns(
     if missing:
         raise SourceError(origin, f"missing column(s) {', '.join(missing)}; "
                           f"header has: {', '.join(present) or 'nothing'}")
-    warnings = []
+    warnings: list[SourceWarning] = Warnings()
     if "idempotency_key" not in columns:
         warnings.append(SourceWarning(origin, "no idempotency_key column: the keys are unknown "
                                       "(empty here does not mean none was sent)"))
@@ -291,7 +298,7 @@ def parse_records(
     records: Iterable[tuple[str, Mapping[str, Any]]], columns: Mapping[str, str], origin: str,
 ) -> LoadResult:
     """(locator, record) pairs with resolved columns -> provider_request rows and warnings."""
-    warnings: list[SourceWarning] = []
+    warnings: list[SourceWarning] = Warnings()
     rows: list[dict[str, Any]] = []
     naive = 0
     for where, record in records:
@@ -309,11 +316,27 @@ def parse_records(
 
 def parse_csv(text: str, origin: str, mapping: Mapping[str, str] | None = None) -> LoadResult:
     """CSV text (decoded with surrogateescape, so bad bytes are visible) -> rows and warnings."""
+    return parse_csv_lines(io.StringIO(text, newline=""), _delimiter(text[:65536]), origin,
+                           mapping)
+
+
+def _csv_lines(raw: bytes, origin: str) -> Iterator[str]:
+    """The lines of a CSV file, each decoded on its own (a whole file decoded at once, and
+    then read through a StringIO, costs up to five times its size)."""
+    for n, line in lines(raw):
+        if line is None:
+            raise SourceError(origin, f"line {n} is longer than {MAX_LINE_BYTES // 2**20} MiB: "
+                                      "not a request log")
+        yield line.decode("utf-8", errors="surrogateescape")
+
+
+def parse_csv_lines(lines_: Iterable[str], delimiter: str, origin: str,
+                    mapping: Mapping[str, str] | None = None) -> LoadResult:
+    """CSV lines (with their line ends) -> rows and warnings."""
     # strict: a quoted field cut off by the end of the file is an error, not a short value
-    reader = csv.reader(
-        io.StringIO(text, newline=""), delimiter=_delimiter(text[:65536]), strict=True)
+    reader = csv.reader(lines_, delimiter=delimiter, strict=True)
     header: list[str] = []
-    pre: list[SourceWarning] = []
+    pre: list[SourceWarning] = Warnings()
     records: list[tuple[str, dict[str, str]]] = []
     while True:
         try:
@@ -360,7 +383,7 @@ def parse_json_records(
     documents: Iterable[tuple[str, Any]], origin: str, mapping: Mapping[str, str] | None = None,
 ) -> LoadResult:
     """Parsed JSON documents (JSON lines, or one array of objects) -> rows and warnings."""
-    pre: list[SourceWarning] = []
+    pre: list[SourceWarning] = Warnings()
     records: list[tuple[str, Mapping[str, Any]]] = []
     for locator, value in documents:
         items = enumerate(value) if isinstance(value, list) else [(None, value)]
@@ -371,6 +394,9 @@ def parse_json_records(
             else:
                 pre.append(SourceWarning(where, f"expected a JSON object, got "
                                          f"{type(item).__name__}; skipped"))
+                if not records and len(pre) >= MAX_BAD_LEAD:  # junk: do not read it all
+                    raise SourceError(origin, "no JSON objects (request log records) in the "
+                                              f"first {len(pre):,} records")
     if not records:
         raise SourceError(origin, "no JSON objects (request log records) found")
     header = list(dict.fromkeys(k for _, r in records for k in r))
@@ -391,19 +417,19 @@ def load(target: str | Path, mapping: Mapping[str, str] | None = None) -> LoadRe
     if not raw.strip():
         raise SourceError(origin, "file is empty")
     if _looks_like_json(raw):
-        warnings: list[SourceWarning] = []
+        warnings: list[SourceWarning] = Warnings()
         result = parse_json_records(json_documents(path, warnings), origin, mapping)
         result.warnings[:0] = warnings
         return result
-    text = raw.decode("utf-8", errors="surrogateescape")
-    return parse_csv(text, origin, mapping)
+    head = raw[:65536].decode("utf-8", errors="surrogateescape")
+    return parse_csv_lines(_csv_lines(raw, origin), _delimiter(head), origin, mapping)
 
 
 def sniff(path: Path, head: bytes) -> bool:
     if _looks_like_json(head):
         first = head.lstrip(b"\xef\xbb\xbf \t\r\n").splitlines()[0]
         try:
-            value = orjson.loads(first)
+            value = loads(first)
         except orjson.JSONDecodeError:
             return False
         return isinstance(value, dict) and {"request_id", "idempotency_key"} <= value.keys()

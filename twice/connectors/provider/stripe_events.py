@@ -30,8 +30,8 @@ from twice.connectors._parsing import (
     text_or_none,
     unix_ns,
 )
-from twice.connectors.base import LoadResult, SourceError, SourceWarning, redact
-from twice.connectors.jsonfile import check_size, json_documents
+from twice.connectors.base import LoadResult, SourceError, SourceWarning, Warnings, redact
+from twice.connectors.jsonfile import MAX_BAD_LEAD, check_size, json_documents
 from twice.timeline import Kind, canonical_json, from_columns
 
 name = "stripe_events"
@@ -212,14 +212,14 @@ def parse_documents(documents: Iterable[tuple[str, Any]], origin: str) -> LoadRe
 
     Raises SourceError when nothing in the input even looks like a Stripe Event.
     """
-    warnings: list[SourceWarning] = []
+    warnings: list[SourceWarning] = Warnings()
     rows: list[tuple[Any, ...]] = []  # in `EVENT_COLUMNS` order: a tuple is 6x smaller than a dict
     row_values = itemgetter(*EVENT_COLUMNS)
     seen: set[str] = set()
     duplicates: list[str] = []
     unknown_keys: dict[str, int] = {}
     modes: dict[bool, int] = {}
-    event_like = 0
+    event_like = skipped = 0
     more_pages = False
     for locator, document in documents:
         if is_object(document) and document.get("object") == "list":
@@ -231,6 +231,10 @@ def parse_documents(documents: Iterable[tuple[str, Any]], origin: str) -> LoadRe
                 row, unknown_key = _event_row(event, where, warnings)
             except Skip as exc:
                 warnings.append(SourceWarning(where, f"{exc}; skipped"))
+                skipped += 1
+                if event_like == 0 and skipped >= MAX_BAD_LEAD:  # junk: do not read it all
+                    raise SourceError(origin, "no Stripe Event objects (\"object\": \"event\") "
+                                              f"in the first {skipped:,} records") from None
                 continue
             if row["event_id"] in seen:
                 duplicates.append(row["event_id"])
@@ -295,7 +299,7 @@ def load(target: str | Path) -> LoadResult:
     fast = stripe_events_duckdb.load(path, origin)
     if fast is not None:
         return fast
-    warnings: list[SourceWarning] = []
+    warnings: list[SourceWarning] = Warnings()
     result = parse_documents(json_documents(path, warnings), origin)
     result.warnings[:0] = warnings
     return result

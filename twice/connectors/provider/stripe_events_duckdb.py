@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from twice.connectors._parsing import EARLIEST, LATEST, ids_from_metadata, short
 from twice.connectors.base import LoadResult, SourceWarning
+from twice.connectors.jsonfile import loads
 from twice.timeline import Kind, canonical_json, from_columns
 
 MIN_BYTES = 16 * 1024 * 1024  # below this the orjson path is as fast, without DuckDB's start-up
@@ -248,7 +248,7 @@ def _columns(table: Any, name: str) -> dict[str, Any] | None:
     for i, text in enumerate(table.column("metadata").to_pylist()):
         if text is None:
             continue
-        meta = orjson.loads(text)
+        meta = loads(text)
         if not all(isinstance(v, str) for v in meta.values()):
             return None
         args[i] = canonical_json(meta)

@@ -26,12 +26,13 @@ from urllib.parse import urlsplit
 import orjson
 
 from twice.connectors._parsing import Skip, short, text_or_none, unix_seconds
-from twice.connectors.base import LoadResult, SourceError, SourceWarning, redact
+from twice.connectors.base import LoadResult, SourceError, SourceWarning, Warnings, redact
 from twice.connectors.jsonfile import (
     MAX_BAD_LEAD,
     MAX_DOCUMENT_BYTES,
     MAX_LINE_BYTES,
     lines,
+    loads,
     open_bytes,
 )
 from twice.timeline import Kind, make_timeline
@@ -120,7 +121,7 @@ def parse_lines(lines: Iterable[tuple[str, bytes | None]], origin: str) -> LoadR
 
     Raises SourceError when no line is a request-log JSON object.
     """
-    warnings: list[SourceWarning] = []
+    warnings: list[SourceWarning] = Warnings()
     rows: list[dict[str, Any]] = []
     modes: dict[bool, int] = {}
     seen_json = 0
@@ -133,7 +134,7 @@ def parse_lines(lines: Iterable[tuple[str, bytes | None]], origin: str) -> LoadR
         if not line or line.startswith(_CLI_CHATTER):
             continue
         try:
-            payload = orjson.loads(line)
+            payload = loads(line)
         except orjson.JSONDecodeError as exc:
             warnings.append(SourceWarning(locator, f"not valid JSON ({exc}); skipped"))
             if seen_json == 0 and len(warnings) >= MAX_BAD_LEAD:
@@ -168,7 +169,7 @@ def parse_capture(raw: bytes, origin: str) -> LoadResult:
     whole = None
     if _ANSI.sub(b"", raw[:256]).lstrip()[:1] == b"[" and len(raw) <= MAX_DOCUMENT_BYTES:
         try:
-            whole = orjson.loads(_ANSI.sub(b"", raw))
+            whole = loads(_ANSI.sub(b"", raw))
         except orjson.JSONDecodeError:
             pass
     if isinstance(whole, list):  # someone saved the lines as one array
@@ -188,7 +189,7 @@ def sniff(path: Path, head: bytes) -> bool:
         if not line.startswith(b"{"):
             continue
         try:
-            value = orjson.loads(line)
+            value = loads(line)
         except orjson.JSONDecodeError:
             continue
         return isinstance(value, dict) and {"request_id", "created_at", "url"} <= value.keys()

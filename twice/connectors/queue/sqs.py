@@ -38,8 +38,8 @@ import orjson
 import pandas as pd
 
 from twice.connectors._parsing import EARLIEST, LATEST, Skip, as_int, short
-from twice.connectors.base import LoadResult, SourceError, SourceWarning, fits_int64
-from twice.connectors.jsonfile import json_documents
+from twice.connectors.base import LoadResult, SourceError, SourceWarning, Warnings, fits_int64
+from twice.connectors.jsonfile import MAX_BAD_LEAD, json_documents, loads
 from twice.timeline import Kind, make_timeline
 
 name = "sqs"
@@ -114,7 +114,7 @@ def _body_thread_id(body: Any) -> str | None:
     if not isinstance(body, str):
         return None
     try:
-        doc = orjson.loads(body)
+        doc = loads(body)
     except orjson.JSONDecodeError:
         return None
     if isinstance(doc, dict) and doc.get("Type") == "Notification" and isinstance(
@@ -262,13 +262,16 @@ def parse_sqs(
     documents: list[tuple[str, Any]], origin: str, warnings: list[SourceWarning] | None = None
 ) -> LoadResult:
     """Timeline rows from already-parsed JSON documents, each with its locator ("file:line")."""
-    warnings = [] if warnings is None else warnings
+    warnings = Warnings() if warnings is None else warnings
     rows: list[dict[str, Any]] = []
-    recognised = 0
+    recognised = skipped = 0
     for locator, doc in _flatten(documents):
         found = _rows_of(doc, locator, warnings)
         if found is None:
             warnings.append(SourceWarning(locator, "not an SQS message or receive; skipped"))
+            skipped += 1
+            if not recognised and skipped >= MAX_BAD_LEAD:  # junk: do not read it all
+                raise SourceError(origin, f"no SQS messages in the first {skipped:,} records")
             continue
         recognised += 1
         rows.extend(found)
@@ -283,7 +286,7 @@ def parse_sqs(
 
 
 def load(target: str | Path) -> LoadResult:
-    warnings: list[SourceWarning] = []
+    warnings: list[SourceWarning] = Warnings()
     documents = list(json_documents(target, warnings))
     return parse_sqs(documents, str(target), warnings)
 

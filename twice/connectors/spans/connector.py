@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from twice.connectors.base import LoadResult, SourceError, SourceWarning
+from twice.connectors.base import LoadResult, SourceError, SourceWarning, Warnings
 from twice.connectors.spans import fast as spans_fast
 from twice.connectors.spans.interpret import Options, SpanRows
 from twice.connectors.spans.jaeger import jaeger_spans
@@ -88,7 +88,7 @@ def parse_spans(
     Each document's spans are interpreted as it comes, so from a generator (as `load` gives)
     no more than one parsed document is held in memory at a time.
     """
-    warnings = [] if warnings is None else warnings
+    warnings = Warnings() if warnings is None else warnings
     options = Options(tool_attribute=tool_attribute, request_id_attribute=request_id_attribute)
     rows = SpanRows(options)
     add = rows.add
@@ -143,7 +143,7 @@ def load(
     `tool_attribute`: an extra attribute that marks a
     tool span and holds its tool call id; `request_id_attribute`: an extra attribute holding the
     provider request id on HTTP spans."""
-    read_warnings: list[SourceWarning] = []  # lines that are not JSON: listed first, as before
+    read_warnings: list[SourceWarning] = Warnings()  # lines not JSON: listed first, as before
     with _gc_paused():
         documents = span_documents(target, read_warnings, decode=spans_fast.decode)
         result = parse_spans(documents, str(target),

@@ -16,9 +16,9 @@ import operator
 from typing import Any
 
 import msgspec
-import orjson
 from msgspec import UNSET, UnsetType
 
+from twice.connectors.jsonfile import loads
 from twice.connectors.spans.model import MIN_NS, SpanKind, SpanRecord, SpanStatus
 from twice.connectors.spans.otlp import (
     _KINDS,
@@ -118,7 +118,7 @@ class FastDocument:
 
     def general(self) -> Any:
         """The line as the general way reads it: `orjson.loads`."""
-        return orjson.loads(self.line)
+        return loads(self.line)
 
 
 def decode(line: bytes) -> FastDocument | None:

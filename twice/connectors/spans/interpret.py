@@ -28,6 +28,7 @@ import pandas as pd
 
 from twice.connectors._parsing import as_int
 from twice.connectors.base import redact
+from twice.connectors.jsonfile import loads
 from twice.connectors.spans.model import INT64, SpanKind, SpanRecord, SpanStatus
 from twice.timeline import Kind, canonical_json, fingerprint, from_columns
 
@@ -79,7 +80,7 @@ def text_value(value: Any) -> str | None:
         if not (value.startswith("[") and value.endswith("]")):
             return value.strip() or None  # the common case: a plain string
         try:
-            value = orjson.loads(value)
+            value = loads(value)
         except orjson.JSONDecodeError:
             return value
     if isinstance(value, list):
@@ -156,7 +157,7 @@ def _arguments(attrs: dict[str, Any]) -> tuple[str | None, Any]:
             continue
         if isinstance(value, str):
             try:
-                parsed = orjson.loads(value)
+                parsed = loads(value)
             except orjson.JSONDecodeError:
                 if key in ("input.value", "tool.parameters"):
                     continue
@@ -264,7 +265,7 @@ def tool_message_call_id(value: Any) -> str | None:
     if type(value) is not str or not value.startswith("{"):
         return None
     try:
-        message = orjson.loads(value)
+        message = loads(value)
     except orjson.JSONDecodeError:
         return None
     if not isinstance(message, dict) or message.get("type") != "tool":

@@ -19,7 +19,13 @@ from typing import IO, Any
 import orjson
 
 from twice.connectors.base import SourceError, SourceWarning
-from twice.connectors.jsonfile import json_documents, parse_lines, reading, require_regular_file
+from twice.connectors.jsonfile import (
+    json_documents,
+    loads,
+    parse_lines,
+    reading,
+    require_regular_file,
+)
 
 MAX_LINE_BYTES = 256 * 2**20  # one OTLP export line of ~300k spans
 MAX_DOCUMENT_BYTES = 256 * 2**20
@@ -75,7 +81,7 @@ def span_documents(
             if line is not None and decode is not None:
                 doc = decode(line)
             if doc is None and line is not None:
-                doc = orjson.loads(line)
+                doc = loads(line)
             first_parses = line is not None
         except orjson.JSONDecodeError:
             first_parses = False
