@@ -338,11 +338,16 @@ def canonical_json(value: Any) -> str:
         return json.dumps(_text_keys(value), sort_keys=True, separators=(",", ":"), default=str)
 
 
-def _text_keys(value: Any) -> Any:
+MAX_DEPTH = 100  # deeper parts of a value are written as "…" (hostile nesting, not data)
+
+
+def _text_keys(value: Any, depth: int = 0) -> Any:
+    if depth >= MAX_DEPTH and isinstance(value, Mapping | list | tuple):
+        return "…"
     if isinstance(value, Mapping):
-        return {str(k): _text_keys(v) for k, v in value.items()}
+        return {str(k): _text_keys(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_text_keys(v) for v in value]
+        return [_text_keys(v, depth + 1) for v in value]
     return value
 
 

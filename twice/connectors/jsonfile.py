@@ -163,10 +163,15 @@ def concatenated(raw: bytes, name: str) -> list[tuple[str, Any]] | None:
         return None
     head = raw.lstrip().split(b"\n", 1)[0]
     try:
-        orjson.loads(head)
+        loads(head)
         return None  # JSON lines: read a line at a time
     except orjson.JSONDecodeError:
         pass
+    try:  # the same bounds as one document: values counted, nesting checked, before parsing
+        check_size_of(raw)
+        check_nesting(raw)
+    except TooDeep:
+        return None
     import json
 
     try:
