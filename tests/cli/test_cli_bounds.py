@@ -108,3 +108,25 @@ def test_a_folder_with_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
     assert [d["layer"] for g in report["groups"] for d in g["duplicates"]] == ["step_retry"]
     code, table, _ = bounded(str(folder))
     assert code == 0 and "spans-\\xff\\xfe.jsonl" in table.replace("\n", "")
+
+
+@pytest.mark.parametrize("count", [2500, 5000])
+def test_thousands_of_tool_spans_of_one_call_are_bounded(tmp_path: Path, count: int) -> None:
+    """Thousands of tool spans sharing one tool call id and one start time (about 1 MB):
+    one logical call of that many attempts, judged pair by pair in linear time; the table
+    shows the first of them and says how many more the JSON lists."""
+    spans = [{"traceId": f"{i + 1:032x}", "spanId": f"{i + 1:016x}", "name": "execute_tool x",
+              "kind": 1, "startTimeUnixNano": "1741000000000000000",
+              "endTimeUnixNano": "1741000001000000000",
+              "attributes": [{"key": "gen_ai.tool.call.id", "value": {"stringValue": "toolu_1"}},
+                             {"key": "gen_ai.tool.name", "value": {"stringValue": "charge"}}]}
+             for i in range(count)]
+    path = tmp_path / "spans.json"
+    path.write_text(json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [
+        {"scope": {"name": "x"}, "spans": spans}]}]}))
+    code, out, _ = bounded(str(path))
+    assert code == 0 and f"{count} attempts" in out
+    assert f"... and {count - 20} more attempts" in out
+    code, out, _ = bounded(str(path), "--format", "json")
+    (group,) = json.loads(out)["groups"]
+    assert len(group["attempts"]) == count and len(group["duplicates"]) == count - 1

@@ -6,6 +6,8 @@ names) goes through `twice.cli.text`: a terminal shows it and obeys none of it.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from rich.console import Console
 from rich.console import Group as RichGroup
 from rich.panel import Panel
@@ -20,6 +22,11 @@ from twice.layers import LAYERS
 from twice.report import attempt_dict
 from twice.verdict import fmt_gap
 
+# a logical call may hold thousands of attempts (hostile or broken evidence): the table shows
+# the first ones, the JSON all
+MAX_ROWS = 20
+MAX_DUPLICATES = 8
+
 
 def _short(text: str | None, keep: int = 14) -> str | None:
     return text if text is None or len(text) <= keep else text[:keep] + "…"
@@ -30,14 +37,18 @@ def _group_panel(group: Group) -> Panel:
     for col in ["attempt", "at (UTC, aligned)", "idempotency key", "tool call", "effect",
                 "object"]:
         attempts.add_column(col, overflow="fold")
-    for _, row in group.attempts.iterrows():
+    shown = group.attempts.iloc[:MAX_ROWS]
+    for _, row in shown.iterrows():
         a = attempt_dict(row.to_dict())
         attempts.add_row(line(a["attempt_id"]), f"{row['at']:%Y-%m-%d %H:%M:%S.%f}"[:-3],
                          line(_short(a["idempotency_key"]) or "(none)"),
                          line(_short(a["tool_call_id"]) or "-"), line(a["effect"]),
                          line(a["object_id"] or "-"))
     body: list[Text | Table] = [attempts]
-    for d in group.duplicates:
+    if len(group.attempts) > MAX_ROWS:
+        body.append(Text(f"... and {len(group.attempts) - MAX_ROWS} more attempts "
+                         "(--format json lists all)", style="dim"))
+    for d in group.duplicates[:MAX_DUPLICATES]:
         body.append(Text.assemble(
             "\n", (f"{line(d.second).plain}: ", "bold"),
             (str(d.layer), "bold red" if not d.protected else "bold yellow"),
@@ -49,6 +60,11 @@ def _group_panel(group: Group) -> Panel:
         for item in d.evidence:
             body.append(line(f"  - {item}"))
         body.append(plain(f"  fix: {d.fix}", style="green"))
+    if len(group.duplicates) > MAX_DUPLICATES:
+        layers = Counter(str(d.layer) for d in group.duplicates[MAX_DUPLICATES:])
+        body.append(Text(f"\n... and {len(group.duplicates) - MAX_DUPLICATES} more duplicates ("
+                         + ", ".join(f"{n} {layer}" for layer, n in layers.most_common())
+                         + "; --format json lists all)", style="dim"))
     if group.findings:
         body.append(Text("\nfindings", style="bold"))
         for f in group.findings:
