@@ -9,6 +9,9 @@ The spans come from the real OpenTelemetry SDK, its OTLP JSON file exporter and 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -16,14 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import requests
 import stripe
-from opentelemetry import trace
-from opentelemetry.exporter.otlp.json.file import FileSpanExporter
-from opentelemetry.instrumentation.requests import RequestsInstrumentor
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from twice.connectors import registry, spans
 from twice.connectors.base import SourceError
@@ -58,31 +54,43 @@ def provider_url() -> Iterator[str]:
     server.server_close()
 
 
+_CAPTURE = """
+import sys
+from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+from opentelemetry.instrumentation.requests import RequestsInstrumentor
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+import requests
+
+path, url = sys.argv[1], sys.argv[2]
+provider = TracerProvider(resource=Resource.create({"host.name": "worker-a"}))
+provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(path)))
+RequestsInstrumentor().instrument(tracer_provider=provider)
+tracer = provider.get_tracer("agent")
+with tracer.start_as_current_span("execute_tool charge", attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "charge",
+        "gen_ai.tool.call.id": "toolu_1"}):
+    requests.post(url + "/v1/charges", data={"amount": 4900},
+                  headers={"Idempotency-Key": "key-1"}, timeout=10)
+provider.shutdown()
+"""
+
+
 @pytest.fixture
-def captured_spans(tmp_path: Path, provider_url: str, monkeypatch: pytest.MonkeyPatch
-                   ) -> Path:
+def captured_spans(tmp_path: Path, provider_url: str) -> Path:
     """A tool span and the HTTP client span `requests` made under it, with the provider's
-    Request-Id and the Idempotency-Key sent captured as OpenTelemetry Python names them."""
-    monkeypatch.setenv("OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_RESPONSE",
-                       "request-id,idempotent-replayed")
-    monkeypatch.setenv("OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_REQUEST",
-                       "idempotency-key")
+    Request-Id and the Idempotency-Key sent captured as OpenTelemetry Python names them.
+    In a process of its own: an instrumentor is installed once per process, with the
+    capture settings of that moment."""
     path = tmp_path / "spans.jsonl"
-    provider = TracerProvider(resource=Resource.create({"host.name": "worker-a"}))
-    provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(path))))
-    instrumentor = RequestsInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        tracer = provider.get_tracer("agent")
-        with tracer.start_as_current_span("execute_tool charge", attributes={
-                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "charge",
-                "gen_ai.tool.call.id": "toolu_1"}):
-            requests.post(f"{provider_url}/v1/charges", data={"amount": 4900},
-                          headers={"Idempotency-Key": "key-1"}, timeout=10)
-    finally:
-        instrumentor.uninstrument()
-        provider.shutdown()
-        trace._TRACER_PROVIDER = None  # noqa: SLF001 - the test's own provider, not global
+    env = {**os.environ,
+           "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_RESPONSE":
+               "request-id,idempotent-replayed",
+           "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_REQUEST": "idempotency-key"}
+    done = subprocess.run([sys.executable, "-c", _CAPTURE, str(path), provider_url], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
     return path
 
 
