@@ -358,8 +358,19 @@ def normalize(attempts: pd.DataFrame) -> pd.DataFrame:
         elif str(out[col].dtype) in ("Int64", "bool", "datetime64[ns, UTC]"):
             continue  # counts and flags keep their types
         else:
-            out[col] = out[col].astype(object).where(out[col].notna(), None)
+            out[col] = _none_for_missing(out[col])
     return out
+
+
+def _none_for_missing(col: pd.Series) -> pd.Series:
+    """A text column as Python objects with None for every missing value (NaN, pd.NA); a
+    column that is that already is kept as it is (most are, and the pass costs little)."""
+    if col.dtype == object:
+        values = col.to_numpy()
+        missing = pd.isna(values)
+        if not missing.any() or all(v is None for v in values[missing]):
+            return col
+    return col.astype(object).where(col.notna(), None)
 
 
 def _effects(df: pd.DataFrame, events_span: tuple[pd.Timestamp, pd.Timestamp] | None

@@ -10,11 +10,11 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from twice.attempts import provider_attempts
+from twice.attempts import normalize, provider_attempts
 from twice.findings import Finding, findings_for
 from twice.grouping import group_attempts
 from twice.layers import BY_SEVERITY, Bands, Layer
-from twice.link import ClockOffset, link, link_agent_side
+from twice.link import ClockOffset, deliveries, link, link_agent_side, trace_shape
 from twice.timeline import SourceWarning
 from twice.verdict import Attempt, Context, Duplicate, judge
 
@@ -123,6 +123,11 @@ def analyze(timeline: pd.DataFrame, warnings: Sequence[SourceWarning] = (),
     multi["group_id"] = gids
     attempts.loc[multi.index, "group_id"] = gids
     multi = multi.drop(columns="_label")
+    # what only a verdict reads, for the attempts of repeated calls only: each one's trace and
+    # whether it stands for a run, and the queue delivery it ran under
+    trace_shape(multi, aligned)
+    deliveries(multi, aligned)
+    multi = normalize(multi)
     all_records: list[Attempt] = [{str(k): v for k, v in r.items()}
                                   for r in multi.to_dict("records")]
     for start, end in zip(starts, ends, strict=True):

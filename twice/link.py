@@ -34,7 +34,7 @@ from twice.matching import (
 from twice.timeline import Kind, derived_key, isin
 from twice.windows import HTTP_COLS, http_spans, provider_content, tool_windows
 
-__all__ = ["ClockOffset", "link"]
+__all__ = ["ClockOffset", "deliveries", "link", "link_agent_side", "trace_shape"]
 
 
 def _match_by(attempts: pd.DataFrame, spans: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -116,8 +116,6 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
         att.loc[solo, "time_basis"] = "http_span"
     att["at"] = pd.to_datetime(att["at"], utc=True)
     _fill_threads(att, aligned)
-    _trace_shape(att, aligned)
-    _deliveries(att, aligned)
     # every text column back to None for missing: the steps above copy values in from frames
     # that say pd.NA, and a comparison with pd.NA has no truth value
     att = normalize(att)
@@ -137,8 +135,6 @@ def link_agent_side(timeline: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame,
     _link_derived_keys(att, timeline)
     att["at"] = pd.to_datetime(att["at"], utc=True)
     _fill_threads(att, aligned)
-    _trace_shape(att, aligned)
-    _deliveries(att, aligned)
     att = normalize(att)
     return att.sort_values(["at", "attempt_id"], ignore_index=True), aligned, offsets
 
@@ -464,7 +460,7 @@ def _fill_threads(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
     att.loc[found.index, "thread_id"] = found.astype(object).to_numpy()
 
 
-def _trace_shape(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
+def trace_shape(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
     """Each attempt's trace (`trace_id`, from its tool span, else its HTTP span) and whether that
     trace stands for one run of the agent (`run_trace`): only when the tool span hangs under
     another span (an agent, graph, chain or queue-consumer span). A tool span opened with no
@@ -503,7 +499,7 @@ def _trace_shape(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
     att["run_trace"] = nested.astype(bool)
 
 
-def _deliveries(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
+def deliveries(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
     """The queue delivery each attempt ran under (`delivery_count`, `delivery_span`), when the
     queue consumer's own span (`process_message <queue>`, with its receive count) holds the
     attempt's tool or HTTP span on the same worker: a consumer span lasts as long as the work

@@ -69,10 +69,7 @@ class Context:
     http_loaded: bool = False  # HTTP client spans were loaded
     # checkpointed tool calls by tool_call_id (thread_id, at_aligned, step)
     calls: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # whether the worker names of the spans, of the checkpoints, stand for processes (a
-    # change of name is then a change of process), or each names one execution only
-    span_workers: bool = True
-    checkpoint_workers: bool = True
+    timeline: pd.DataFrame | None = field(default=None, repr=False)
     # row positions per thread_id, built on first use: a verdict looks at one thread's rows
     _thread_rows: dict[str, dict[Any, Any]] = field(default_factory=dict, init=False, repr=False)
 
@@ -99,12 +96,27 @@ class Context:
             spans_loaded=bool((timeline["source"] == "spans").any()),
             bands=bands,
             http_loaded=bool((kind == Kind.HTTP_SPAN.value).any()),
-            span_workers=_names_are_per_process(
-                timeline[kind.isin([Kind.TOOL_SPAN.value, Kind.HTTP_SPAN.value])],
-                ["tool_call_id", "trace_id"]),
-            checkpoint_workers=_names_are_per_process(
-                timeline[kind == Kind.CHECKPOINT.value], ["thread_id"]),
+            timeline=timeline,
         )
+
+    @cached_property
+    def span_workers(self) -> bool:
+        """Whether the spans' worker names stand for processes (a change of name is then a
+        change of process), not for one execution each (read only when a verdict needs it)."""
+        if self.timeline is None:
+            return True
+        kind = self.timeline["kind"]
+        return _names_are_per_process(
+            self.timeline[kind.isin([Kind.TOOL_SPAN.value, Kind.HTTP_SPAN.value])],
+            ["tool_call_id", "trace_id"])
+
+    @cached_property
+    def checkpoint_workers(self) -> bool:
+        """As `span_workers`, for the checkpoints' writers (one execution: a thread)."""
+        if self.timeline is None:
+            return True
+        return _names_are_per_process(
+            self.timeline[self.timeline["kind"] == Kind.CHECKPOINT.value], ["thread_id"])
 
     def spans_of(self, tool_call_id: str) -> pd.DataFrame:
         if tool_call_id not in self.tool_spans.index:
@@ -353,11 +365,10 @@ class Pair:
         where their names stand for processes (`Context.span_workers`, `checkpoint_workers`)."""
         ctx, thread = self.ctx, self.thread
         wa, wb = _s(self.a.get("worker")), _s(self.b.get("worker"))
-        if not ctx.span_workers:
+        if wa and wb and wa != wb and not ctx.span_workers:
             wa = wb = None
-        if not ctx.checkpoint_workers:
-            thread = None
-        if (wa is None or wb is None) and thread is not None and not ctx.checkpoints.empty:
+        if (wa is None or wb is None) and thread is not None and not ctx.checkpoints.empty \
+                and ctx.checkpoints["worker"].notna().any() and ctx.checkpoint_workers:
             ck = ctx.of_thread("checkpoints", thread)
             ck = ck[ck["worker"].notna()]
             before = ck[ck["at_aligned"] <= self.a["at"]]
