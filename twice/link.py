@@ -469,16 +469,25 @@ def trace_shape(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
     nothing of a restart. An attempt known only by its HTTP span, whose tool span was not
     exported, takes the shape the evidence's other tool spans have."""
     att["run_trace"] = False
-    kind = timeline["kind"]
-    tools = timeline.loc[kind == Kind.TOOL_SPAN.value, ["span_id", "trace_id", "parent_span_id"]]
-    http = timeline.loc[kind == Kind.HTTP_SPAN.value, ["span_id", "trace_id", "parent_span_id"]]
-    if (tools.empty and http.empty) or att.empty:
+    if att.empty:
         return
-    tools = tools.drop_duplicates("span_id").set_index("span_id")
-    http = http.drop_duplicates("span_id").set_index("span_id")
+    kind = timeline["kind"]
+    is_tool, is_http = kind == Kind.TOOL_SPAN.value, kind == Kind.HTTP_SPAN.value
+    if not (is_tool.any() or is_http.any()):
+        return
+    # the shape the evidence's tool spans usually have (for a client span whose tool span was
+    # not exported), then only the spans these attempts name, and their parents
+    usual = bool(timeline.loc[is_tool, "parent_span_id"].notna().mean() > 0.5) \
+        if is_tool.any() else bool(timeline.loc[is_http, "parent_span_id"].notna().mean() > 0.5)
+    named = pd.concat([att[c] for c in ("tool_span_id", "http_span_id", "http_parent")
+                       if c in att]).dropna()
+    rows = timeline.loc[(is_tool | is_http) & isin(timeline["span_id"], named),
+                        ["span_id", "trace_id", "parent_span_id", "kind"]]
+    tools = rows[rows["kind"] == Kind.TOOL_SPAN.value].drop_duplicates("span_id").set_index(
+        "span_id")
+    http = rows[rows["kind"] == Kind.HTTP_SPAN.value].drop_duplicates("span_id").set_index(
+        "span_id")
     tool_nested = tools["parent_span_id"].notna()
-    usual = bool(tool_nested.mean() > 0.5) if len(tools) else \
-        bool(http["parent_span_id"].notna().mean() > 0.5)
     tool_id = att["tool_span_id"].where(isin(att["tool_span_id"], tools.index), None)
     http_id = att["http_span_id"].where(tool_id.isna() & isin(att["http_span_id"], http.index),
                                         None)

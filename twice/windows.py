@@ -36,18 +36,23 @@ def _asked(spans: pd.DataFrame, timeline: pd.DataFrame) -> pd.DataFrame:
         axis=1)
     if not need.any():
         return spans
-    calls = frame(timeline, Kind.TOOL_CALL, ["tool_call_id", "thread_id", *CONTENT]).dropna(
-        subset=["tool_call_id"]).drop_duplicates("tool_call_id").set_index("tool_call_id")
+    calls = frame(timeline, Kind.TOOL_CALL, ["tool_call_id", "thread_id", *CONTENT])
     if calls.empty:
         return spans
-    ids = spans.loc[need, "tool_call_id"].astype(object)
+    calls = calls[calls["tool_call_id"].notna()].drop_duplicates("tool_call_id")
+    where = pd.Index(calls["tool_call_id"].astype(object)).get_indexer(
+        spans.loc[need, "tool_call_id"].astype(object))
+    found = where >= 0
+    if not found.any():
+        return spans
+    rows = spans.index[need][found]
     out = spans.copy()
     for col in ("thread_id", *CONTENT):
-        asked = ids.map(calls[col].astype(object))
-        have = out.loc[need, col]
-        filled = have.astype(object).where(have.notna(), asked)
-        out[col] = out[col].astype(object)
-        out.loc[need, col] = filled
+        have = out[col].astype(object)
+        asked = calls[col].astype(object).to_numpy()[where[found]]
+        mine = have.loc[rows]
+        have.loc[rows] = mine.where(mine.notna(), pd.Series(asked, index=rows))
+        out[col] = have
     return out
 
 
