@@ -160,11 +160,20 @@ def _span_hosts(timeline: pd.DataFrame, attempts: pd.DataFrame, strong: pd.DataF
     worker_of = worker.astype(object).to_numpy()
     paired = strong["worker"].fillna("").astype(object).to_numpy() if len(strong) else None
     found: dict[str, ClockOffset] = {}
+    votes: _HostWindows | None = None
     for host in hosts:
         pairs = strong[paired == host] if paired is not None else strong
         # a host's own spans are read only to vote, when no pair places its clock
-        est = _paired_offset(attempts, pairs, "spans") if len(pairs) else \
-            _provider_offset(attempts, pairs, timeline.iloc[span_at[worker_of == host]], "spans")
+        if len(pairs):
+            est = _paired_offset(attempts, pairs, "spans")
+        elif attempts.empty:
+            est = None
+        else:
+            if votes is None:  # the windows of every host's spans, made once
+                votes = _HostWindows(timeline.iloc[span_at])
+            half = 0.5 * NS if whole_seconds(attempts["at_raw"]) else 0.0
+            est = _voted_offset(attempts, timeline.iloc[span_at[worker_of == host]], "spans",
+                                2 * half / NS, made=votes.of(host))
         if est is not None and est.pairs:
             found[host] = est
     if not found:
@@ -243,13 +252,38 @@ def _intervals(att: pd.DataFrame, windows: pd.DataFrame, resolution: float, *,
     return q[keep], low[keep], high[keep]
 
 
+class _HostWindows:
+    """The tool span and HTTP client span windows of span rows (no checkpoints among them),
+    made once and taken host by host: what `tool_windows` and `http_spans` give for one host's
+    rows alone (an HTTP span takes its tool span's fields only from a tool span of its own
+    host)."""
+
+    def __init__(self, spans: pd.DataFrame) -> None:
+        tools, self.calls = tool_windows(spans)
+        self.tools = tools
+        self.tool_host = tools["worker"].fillna("").astype(object).to_numpy()
+        self.http = http_spans(spans, same_worker=True)
+        self.http_host = self.http["worker"].fillna("").astype(object).to_numpy()
+
+    def of(self, host: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        return (self.tools[self.tool_host == host].reset_index(drop=True), self.calls,
+                self.http[self.http_host == host].reset_index(drop=True))
+
+
 def _voted_offset(attempts: pd.DataFrame, aligned: pd.DataFrame, reference: str,
-                  resolution: float) -> ClockOffset | None:
+                  resolution: float,
+                  made: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame] | None = None
+                  ) -> ClockOffset | None:
+    """The provider's offset voted from the windows of `aligned` (or the windows already
+    `made` of it: tool spans, tool calls, HTTP spans)."""
     att = provider_content(_sample(attempts)).reset_index(drop=True)
     if att.empty:
         return None
-    spans, calls = tool_windows(aligned)
-    http = http_spans(aligned)
+    if made is None:
+        spans, calls = tool_windows(aligned)
+        http = http_spans(aligned)
+    else:
+        spans, calls, http = made
     http = http[http["end"].notna()]
     http_windows = pd.DataFrame({
         "start": ns(http["at"]),

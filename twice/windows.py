@@ -74,9 +74,10 @@ HTTP_COLS = ["span_id", "at", "end", "parent_span_id", "tool_span_id", "tool_cal
               "currency", "content", "trace_id"]
 
 
-def http_spans(timeline: pd.DataFrame) -> pd.DataFrame:
+def http_spans(timeline: pd.DataFrame, same_worker: bool = False) -> pd.DataFrame:
     """HTTP client spans, with the tool call and the effect fields of the tool span above them
-    (when the instrumentation nests them)."""
+    (when the instrumentation nests them; with `same_worker`, only a tool span of the HTTP
+    span's own worker counts)."""
     http = frame(timeline, Kind.HTTP_SPAN, [
         "span_id", "at", "at_aligned", "end", "parent_span_id", "tool_call_id", "thread_id",
         "resend_count", "proxy_attempt", "worker", "request_id", "idempotency_key", "method",
@@ -85,9 +86,17 @@ def http_spans(timeline: pd.DataFrame) -> pd.DataFrame:
     http = http.assign(end=span_end(http).where(http["end"].notna()), at=http["at_aligned"])
     http = http.drop(columns="at_aligned")
     tools = frame(timeline, Kind.TOOL_SPAN,
-                   ["span_id", "subject", "amount", "currency", "tool_call_id", "thread_id"])
+                   ["span_id", "subject", "amount", "currency", "tool_call_id", "thread_id",
+                    *(["worker"] if same_worker else [])])
+    keys = ["parent_span_id"], ["tool_span_id"]
+    if same_worker:  # a missing worker is one host, as `clocks` counts them
+        http = http.assign(host=http["worker"].fillna("").astype(object))
+        tools = tools.assign(host=tools.pop("worker").fillna("").astype(object))
+        keys = ["parent_span_id", "host"], ["tool_span_id", "tool_host"]
     http = http.merge(tools.rename(columns=lambda c: f"tool_{c}"),
-                      left_on="parent_span_id", right_on="tool_span_id", how="left")
+                      left_on=keys[0], right_on=keys[1], how="left")
+    if same_worker:
+        http = http.drop(columns=["host", "tool_host"])
     http = http.assign(
         tool_call_id=http["tool_call_id"].fillna(http["tool_tool_call_id"]),
         thread_id=http["thread_id"].fillna(http["tool_thread_id"]),
