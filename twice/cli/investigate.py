@@ -23,6 +23,7 @@ from twice.cli.options import (
 )
 from twice.cli.text import shown
 from twice.connectors.base import SourceError
+from twice.connectors.live import STRIPE_BASE_URL_ENV
 from twice.engine import analyze
 
 # Stripe's Events API keeps 30 days: a longer window finds nothing more
@@ -58,7 +59,10 @@ class TraceBackendUrl(click.ParamType):
 @click.option("--stripe-key-env", default="STRIPE_API_KEY", metavar="NAME",
               help="environment variable holding a Stripe key (a restricted key with read "
                    "access to Events is enough); default STRIPE_API_KEY")
-@click.option("--stripe-base-url", default=None, hidden=True)
+@click.option("--stripe-base-url", default=None, metavar="URL", envvar=STRIPE_BASE_URL_ENV,
+              show_envvar=True,
+              help="a Stripe-compatible server to ask instead of api.stripe.com (localstripe, "
+                   "a proxy), e.g. http://127.0.0.1:8420")
 @click.option("--checkpoints", default=None, metavar="DSN",
               help="LangGraph checkpoints: a postgresql:// DSN (read-only) or a SqliteSaver file")
 @click.option("--traces", type=TraceBackendUrl(), default=None, metavar="URL",

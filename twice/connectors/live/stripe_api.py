@@ -10,6 +10,9 @@ Facts this relies on (stripe-python 16 `stripe/_event_service.py`, `_list_object
 - `types[]` takes at most 20 *exact* event names; only `type` (one value) takes a `*` wildcard.
   A one-element `types` with a wildcard is therefore sent as `type`.
 - `GET /v1/events` only goes back 30 days: an older window silently lists nothing.
+- Stripe-compatible servers may refuse `types[]` (localstripe answers 400 "Unexpected types"):
+  then the events of every type are listed and the asked-for types are kept here, with a
+  warning saying so.
 - Errors carry the response headers (`exc.headers`, case-insensitive), so `Retry-After` is read
   from there. The 401/403 messages echo the API key masked (`sk_test_****1234`): every message
   goes through `redact` (twice.connectors.redaction) before it is shown.
@@ -41,12 +44,14 @@ from stripe.params import EventListParams
 
 from twice.connectors.base import LoadResult, SourceError, SourceWarning, redact
 from twice.connectors.jsonfile import TooDeep, check_nesting, check_size_of, loads
+from twice.connectors.live import STRIPE_BASE_URL_ENV
 from twice.connectors.live.http import HttpRefused, Limits, excerpt, fetch
 from twice.connectors.provider import stripe_events
 from twice.formats import iso
 
 name = "stripe_api"
 SOURCE = "stripe api"
+BASE_URL_ENV = STRIPE_BASE_URL_ENV
 PAGE_SIZE = 100  # the API's maximum
 MAX_TYPES = 20  # the API's maximum for `types[]`
 EVENT_RETENTION = timedelta(days=30)
@@ -260,6 +265,12 @@ def _type_filter(types: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
     return {"types": chosen}
 
 
+def _refuses_types(exc: Exception, query: Mapping[str, Any]) -> bool:
+    """Did the server refuse the `types[]` filter itself (localstripe: 400 "Unexpected types")?"""
+    return ("types" in query and isinstance(exc, stripe.InvalidRequestError)
+            and exc.http_status == 400 and "types" in (exc.user_message or "").lower())
+
+
 class _NotAPage(ValueError):
     """An answer that is not a list object of events."""
 
@@ -322,6 +333,7 @@ def fetch_events(
     limited = _RateLimited(max_rate_limit_retries, sleep)
     starting_after: str | None = None
     cursors: set[str] = set()
+    wanted: frozenset[str] | None = None  # types kept here when the server refused `types[]`
     while True:
         query = params if starting_after is None else {**params, "starting_after": starting_after}
         try:
@@ -331,6 +343,12 @@ def fetch_events(
             # UnicodeDecodeError: the SDK itself chokes on an answer that is not UTF-8
             reason = _reason(exc, secrets) if isinstance(exc, stripe.StripeError) else (
                 f"the answer is not a Stripe list of events ({excerpt(str(exc), secrets)})")
+            if pages == 0 and wanted is None and _refuses_types(exc, query):
+                wanted = frozenset(params.pop("types"))
+                warnings.append(SourceWarning(SOURCE, (
+                    f"the server refused the `types[]` filter ({reason}): listed events of "
+                    f"every type and kept the {len(wanted)} asked-for types here")))
+                continue
             if pages == 0:
                 raise SourceError(SOURCE, reason) from None
             stopped_early = True
@@ -349,6 +367,9 @@ def fetch_events(
                 if created > lte:
                     continue
                 oldest = created if oldest is None else min(oldest, created)
+            if wanted is not None and event.get("type") not in wanted:
+                scanned += 1  # read, but of a type the server was asked not to send
+                continue
             data = event.get("data")
             obj = data.get("object") if isinstance(data, Mapping) else None
             if isinstance(obj, Mapping) and concerns(obj, subject):
