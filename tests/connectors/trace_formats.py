@@ -62,6 +62,19 @@ def attrs(span: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _operation(span: dict[str, Any], given: dict[str, Any]) -> str | None:
+    """`execute_tool` for a tool span (by its operation or its tool call id), else the span's
+    GenAI operation, if any."""
+    if "gen_ai.tool.call.id" in given:
+        return "execute_tool"
+    operation = given.get("gen_ai.operation.name")
+    return operation if isinstance(operation, str) else None
+
+
+def _tool_name(span: dict[str, Any], given: dict[str, Any]) -> str:
+    return str(given.get("gen_ai.tool.name") or span["name"].removeprefix("execute_tool "))
+
+
 def _kv(key: str, value: Any) -> dict[str, Any]:
     if isinstance(value, bool):
         return {"key": key, "value": {"boolValue": value}}
@@ -143,9 +156,9 @@ def _langfuse_span(span: dict[str, Any]) -> dict[str, Any]:
         out["parentSpanId"] = _b64(span["parentSpanId"])
     meta = "langfuse.observation.metadata."
     kept = {k: v for k, v in given.items() if not k.startswith("gen_ai.")}
-    operation = given.get("gen_ai.operation.name")
+    operation = _operation(span, given)
     if operation == "execute_tool":
-        out["name"] = given["gen_ai.tool.name"]
+        out["name"] = _tool_name(span, given)
         kept["langfuse.observation.type"] = "tool"
         kept[meta + "tool_call_id"] = json.dumps(given["gen_ai.tool.call.id"])
         if "gen_ai.tool.call.arguments" in given:
@@ -192,7 +205,7 @@ def langsmith(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     runs = []
     for _, span in _spans(docs):
         given = attrs(span)
-        operation = given.get("gen_ai.operation.name")
+        operation = _operation(span, given)
         if operation is None:
             continue  # an HTTP client or queue span: LangChain's tracer makes no run of it
         status = span.get("status", {})
@@ -208,7 +221,8 @@ def langsmith(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         run: dict[str, Any] = {
             "id": _uuid(span["spanId"]), "trace_id": _uuid(span["traceId"]),
             "parent_run_id": _uuid(span["parentSpanId"]) if span.get("parentSpanId") else None,
-            "name": given.get("gen_ai.tool.name") or given.get("gen_ai.agent.name"),
+            "name": (_tool_name(span, given) if operation == "execute_tool"
+                     else given.get("gen_ai.agent.name")),
             "run_type": "tool" if operation == "execute_tool" else "chain",
             "start_time": _iso(span["startTimeUnixNano"]),
             "end_time": _iso(span["endTimeUnixNano"]),
