@@ -154,3 +154,22 @@ def test_a_complete_saved_folder_says_it_is_not_partial(
     assert main(["analyze", str(out), "--format", "json"]) == 0
     offline = json.loads(capsys.readouterr().out)
     assert offline["partial"] is False and offline["errors"] == []
+
+
+def test_a_hostile_manifest_is_shown_not_obeyed(
+        incident: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A saved folder travels (a ticket attachment): its manifest's text is evidence, so
+    terminal escapes in it are named on the table, and kept as data in the JSON."""
+    url, customer = incident
+    out = tmp_path / "saved"
+    _saved_partial(url, customer, out, capsys, monkeypatch)
+    manifest = json.loads((out / "twice-manifest.json").read_text())
+    manifest["errors"] = ["traces: \x1b]52;c;cm0gLXJmIH4=\x07 \x1b[2J\u202egone"]
+    (out / "twice-manifest.json").write_text(json.dumps(manifest))
+    assert main(["analyze", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "\x1b]52" not in table and "\x1b[2J" not in table and "\u202e" not in table
+    assert "<U+001B>]52" in table
+    assert main(["analyze", str(out), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["errors"] == manifest["errors"]
