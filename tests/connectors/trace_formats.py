@@ -2,8 +2,8 @@
 shapes other trace stores give them back, for tests that must read the same verdict from each:
 
 - `phoenix_page`: Phoenix's `GET /v1/projects/{p}/spans/otlpv1` answer, `{"data": [spans],
-  "next_cursor": null}`, each span snake_case OTLP as its pydantic models print it: every field
-  of an AnyValue present, all but one null; ints as numbers; no resource;
+  "next_cursor": null}` (twice.lab.phoenix_export: snake_case, every AnyValue field printed,
+  all but one null; ints as numbers; no resource);
 - `phoenix_download`: the same spans as Phoenix's UI downloads them, `{"resource_spans":
   [{"scope_spans": [{"spans": [...]}]}]}` (here with the resource kept);
 - `langfuse`: what the Langfuse SDK sends (OTLP protobuf), decoded to protobuf's canonical JSON
@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-_ANY_FIELDS = ("string_value", "bool_value", "int_value", "double_value", "array_value",
-               "kvlist_value", "bytes_value")
+from twice.lab.phoenix_export import phoenix_attributes, phoenix_span
+
 _KIND_NAMES = {0: "SPAN_KIND_UNSPECIFIED", 1: "SPAN_KIND_INTERNAL", 2: "SPAN_KIND_SERVER",
                3: "SPAN_KIND_CLIENT", 4: "SPAN_KIND_PRODUCER", 5: "SPAN_KIND_CONSUMER"}
 _STATUS_NAMES = {0: "STATUS_CODE_UNSET", 1: "STATUS_CODE_OK", 2: "STATUS_CODE_ERROR"}
@@ -87,53 +86,15 @@ def _kv(key: str, value: Any) -> dict[str, Any]:
 
 
 # --- Phoenix ------------------------------------------------------------------------------------
-def _snake_name(camel: str) -> str:
-    return re.sub(r"(?<!^)([A-Z])", r"_\1", camel).lower()
-
-
-def _phoenix_any(value: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = dict.fromkeys(_ANY_FIELDS)
-    ((key, inner),) = value.items()
-    if key == "arrayValue":
-        inner = {"values": [_phoenix_any(v) for v in inner.get("values", [])]}
-    elif key == "intValue":
-        inner = int(inner)
-    out[_snake_name(key)] = inner
-    return out
-
-
-def _phoenix_attributes(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"key": kv["key"], "value": _phoenix_any(kv["value"])} for kv in items]
-
-
-def _phoenix_span(span: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "trace_id": span["traceId"], "span_id": span["spanId"],
-        "parent_span_id": span.get("parentSpanId"), "name": span["name"],
-        "kind": span.get("kind", 0), "trace_state": None, "flags": span.get("flags"),
-        "start_time_unix_nano": int(span["startTimeUnixNano"]),
-        "end_time_unix_nano": int(span["endTimeUnixNano"]),
-        "attributes": _phoenix_attributes(span.get("attributes", [])),
-        "dropped_attributes_count": 0, "dropped_events_count": 0, "dropped_links_count": 0,
-        "events": [{"name": e["name"], "time_unix_nano": int(e["timeUnixNano"]),
-                    "attributes": _phoenix_attributes(e.get("attributes", [])),
-                    "dropped_attributes_count": 0} for e in span.get("events", [])],
-        "links": None,
-        "status": {"code": span.get("status", {}).get("code", 0),
-                   "message": span.get("status", {}).get("message", "")},
-    }
-    return out
-
-
 def phoenix_page(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"data": [_phoenix_span(span) for _, span in _spans(docs)], "next_cursor": None}
+    return {"data": [phoenix_span(span) for _, span in _spans(docs)], "next_cursor": None}
 
 
 def phoenix_download(docs: list[dict[str, Any]]) -> dict[str, Any]:
     return {"resource_spans": [
-        {"resource": {"attributes": _phoenix_attributes(rs["resource"]["attributes"])},
+        {"resource": {"attributes": phoenix_attributes(rs["resource"]["attributes"])},
          "scope_spans": [{"scope": {"name": ss.get("scope", {}).get("name")},
-                          "spans": [_phoenix_span(span) for span in ss["spans"]]}
+                          "spans": [phoenix_span(span) for span in ss["spans"]]}
                          for ss in rs["scopeSpans"]]}
         for doc in docs for rs in doc["resourceSpans"]]}
 

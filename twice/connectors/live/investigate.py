@@ -38,7 +38,7 @@ class Request:
     stripe_key: str = field(repr=False)  # never printed, stored or linked
     stripe_base_url: str | None = None  # a Stripe-compatible server (tests, the lab)
     checkpoints: str | None = None  # PostgresSaver DSN or SqliteSaver file
-    traces: str | None = None  # jaeger+http://host:16686 or tempo+http://host:3200
+    traces: str | None = None  # jaeger+http://host:16686, tempo+http://host:3200, phoenix+...
 
     @property
     def secrets(self) -> list[str]:
