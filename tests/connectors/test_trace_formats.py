@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +210,72 @@ def test_langsmith_tool_runs(tmp_path: Path) -> None:
     assert rows["detail"].iloc[0] == "httpx.ReadTimeout: The read operation timed out"
     assert rows["at"].iloc[0] == pd.Timestamp("2026-01-01T00:00:00.25Z")
     assert set(rows["amount"]) == {500}
+
+
+def test_langsmith_runs_of_a_real_langgraph_step_retry(tmp_path: Path) -> None:
+    """The runs langchain_core's tracer hands LangSmith (`langsmith.RunTree`, dumped as the API
+    lists them) for a real LangGraph graph whose tool node timed out once and was retried by
+    its RetryPolicy: two tool runs of one tool call in one thread, the first failed."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+    from langchain_core.tracers.base import BaseTracer
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+    from langgraph.types import RetryPolicy
+
+    class Collected(BaseTracer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.roots: list[Any] = []
+
+        def _persist_run(self, run: Any) -> None:
+            self.roots.append(run)
+
+    calls: list[int] = []
+
+    @tool
+    def charge_customer(customer: str, amount: int) -> str:
+        """Charge the customer."""
+        calls.append(amount)
+        if len(calls) == 1:
+            raise TimeoutError("read timed out")
+        return "charged"
+
+    def model(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage("", tool_calls=[{
+            "name": "charge_customer", "args": {"customer": "cus_1", "amount": 500},
+            "id": "call_abc"}])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", model)
+    graph.add_node("tools", ToolNode([charge_customer], handle_tool_errors=False),
+                   retry_policy=RetryPolicy(max_attempts=2, initial_interval=0.01, jitter=False,
+                                            retry_on=lambda exc: True))
+    graph.add_edge(START, "model")
+    graph.add_edge("model", "tools")
+    graph.add_edge("tools", END)
+    tracer = Collected()
+    graph.compile(checkpointer=InMemorySaver()).invoke(
+        {"messages": []}, {"configurable": {"thread_id": THREAD}, "callbacks": [tracer]})
+    assert len(calls) == 2
+
+    def every(run: Any) -> Iterator[Any]:
+        yield run
+        for child in run.child_runs:
+            yield from every(child)
+
+    runs = [run.model_dump(mode="json", exclude={"child_runs"})
+            for root in tracer.roots for run in every(root)]
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(run) + "\n" for run in runs))
+    assert registry.detect(path) == "spans"
+    result = spans.load(path)
+    assert result.warnings == []
+    tools = result.rows[result.rows["kind"] == "tool_span"].sort_values("at")
+    assert list(tools["tool_call_id"]) == ["call_abc", "call_abc"]
+    assert list(tools["thread_id"]) == [THREAD, THREAD]
+    assert list(tools["outcome"]) == ["timeout", "ok"]
+    assert tools["detail"].iloc[0] == "TimeoutError: read timed out"
+    assert set(tools["tool_name"]) == {"charge_customer"} and set(tools["amount"]) == {500}
+    assert tools["trace_id"].nunique() == 1  # one invocation: the graph's run is the root
