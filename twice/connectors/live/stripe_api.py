@@ -45,14 +45,12 @@ from stripe._base_address import BaseAddresses
 
 from twice.connectors.base import LoadResult, SourceError, SourceWarning, redact
 from twice.connectors.jsonfile import TooDeep, check_nesting, check_size_of, loads
-from twice.connectors.live import STRIPE_BASE_URL_ENV
 from twice.connectors.live.http import HttpRefused, Limits, excerpt, fetch
 from twice.connectors.provider import stripe_events
 from twice.formats import iso
 
 name = "stripe_api"
 SOURCE = "stripe api"
-BASE_URL_ENV = STRIPE_BASE_URL_ENV
 PAGE_SIZE = 100  # the API's maximum
 MAX_TYPES = 20  # the API's maximum for `types[]`
 EVENT_RETENTION = timedelta(days=30)
