@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.connectors import trace_formats
 from tests.connectors.fuzz_summary import check, fuzz_settings, record
 from twice.connectors import registry
 from twice.connectors.base import SourceError
@@ -26,6 +27,14 @@ ROOT = Path(__file__).parents[2]
 SAMPLE = ROOT / "sample_data" / "redelivery"
 EVIDENCE = {p.name: p.read_bytes() for p in SAMPLE.iterdir() if p.name not in (
     "README.md", "truth.json")}
+# the sample's spans as the trace stores give them back (Phoenix, Langfuse, LangSmith)
+_DOCS = trace_formats.exports(SAMPLE / "spans.jsonl")
+EVIDENCE |= {
+    "phoenix.json": json.dumps(trace_formats.phoenix_page(_DOCS)).encode(),
+    "langfuse.jsonl": "".join(json.dumps(d) + "\n" for d in trace_formats.langfuse(_DOCS)).encode(),
+    "langsmith.jsonl": "".join(json.dumps(r) + "\n"
+                               for r in trace_formats.langsmith(_DOCS)).encode(),
+}
 NAMES = ["events.json", "events.jsonl", "requests.csv", "logs.jsonl", "sqs.jsonl", "spans.jsonl",
          "cp.sqlite", "timeline.parquet", "noext", "x.json", "data.bin"]
 

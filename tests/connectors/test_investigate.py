@@ -81,7 +81,7 @@ def _verdicts(report: dict[str, Any]) -> list[tuple[str, ...]]:
     return [(g["group_id"], *(d["layer"] for d in g["duplicates"])) for g in report["groups"]]
 
 
-@pytest.mark.parametrize("backend", ["jaeger", "tempo"])
+@pytest.mark.parametrize("backend", ["jaeger", "tempo", "phoenix"])
 def test_investigate_finds_the_duplicate_and_the_saved_folder_agrees(
         live: Live, tmp_path: Path, backend: str, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

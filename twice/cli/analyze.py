@@ -18,7 +18,7 @@ from twice.cli.options import (
     format_option,
 )
 from twice.cli.text import json_out
-from twice.connectors import registry
+from twice.connectors import manifest, registry
 from twice.connectors.base import redact
 from twice.engine import Analysis, analyze
 from twice.report import to_contract
@@ -36,9 +36,19 @@ def analyze_command(paths: Sequence[str], request_log_map: dict[str, str] | None
     formats it reads), or --<source> flags."""
     options = engine(provider, bands, window)
     sources, notes = evidence(paths, flags, request_log_map, tool_attribute)
+    # a folder `twice investigate --out` saved says which of its sources failed
+    manifests, unreadable = manifest.of_folders(paths)
     loaded = registry.load_all(sources)
-    analysis = analyze(loaded.rows, loaded.warnings, options)
-    emit(analysis, fmt, [(n, redact(str(t))) for n, t, _ in sources], notes)
+    analysis = analyze(loaded.rows, [*unreadable, *loaded.warnings], options)
+    extra: dict[str, Any] | None = None
+    if manifests or unreadable:
+        errors = [e for m in manifests for e in m.errors]
+        extra = {"partial": any(m.partial for m in manifests) or bool(unreadable),
+                 "errors": errors}
+        notes = [*notes, *(f"PARTIAL (saved by the investigation): {e}" for e in errors)]
+        if extra["partial"] and not errors:
+            notes.append("PARTIAL: the saved folder's manifest says so, or cannot be read")
+    emit(analysis, fmt, [(n, redact(str(t))) for n, t, _ in sources], notes, extra)
     return EXIT_OK
 
 

@@ -23,6 +23,7 @@ from twice.cli.options import (
 )
 from twice.cli.text import shown
 from twice.connectors.base import SourceError
+from twice.connectors.live import STRIPE_BASE_URL_ENV
 from twice.engine import analyze
 
 # Stripe's Events API keeps 30 days: a longer window finds nothing more
@@ -30,7 +31,8 @@ MAX_WINDOW_S = 31 * 86400.0
 
 
 class TraceBackendUrl(click.ParamType):
-    """`--traces`: a Jaeger or Tempo query URL, checked before anything is fetched."""
+    """`--traces`: a Jaeger, Tempo or Phoenix query URL, checked before anything is
+    fetched."""
 
     name = "url"
 
@@ -58,11 +60,15 @@ class TraceBackendUrl(click.ParamType):
 @click.option("--stripe-key-env", default="STRIPE_API_KEY", metavar="NAME",
               help="environment variable holding a Stripe key (a restricted key with read "
                    "access to Events is enough); default STRIPE_API_KEY")
-@click.option("--stripe-base-url", default=None, hidden=True)
+@click.option("--stripe-base-url", default=None, metavar="URL", envvar=STRIPE_BASE_URL_ENV,
+              show_envvar=True,
+              help="a Stripe-compatible server to ask instead of api.stripe.com (localstripe, "
+                   "a proxy), e.g. http://127.0.0.1:8420")
 @click.option("--checkpoints", default=None, metavar="DSN",
               help="LangGraph checkpoints: a postgresql:// DSN (read-only) or a SqliteSaver file")
 @click.option("--traces", type=TraceBackendUrl(), default=None, metavar="URL",
-              help="trace backend: jaeger+http://host:16686 or tempo+http://host:3200")
+              help="trace backend: jaeger+http://host:16686, tempo+http://host:3200 or "
+                   "phoenix+http://:API_KEY@host:6006/PROJECT")
 @click.option("--out", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="save what was fetched as an incident folder `twice analyze` reads")
 @format_option

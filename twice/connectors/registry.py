@@ -18,6 +18,7 @@ from twice.connectors.base import (
     UnknownConnectorError,
     redact,
 )
+from twice.connectors.manifest import NAME as MANIFEST
 from twice.timeline import concat
 
 # name -> module; order matters for sniffing: the first connector that claims a file takes it.
@@ -72,7 +73,7 @@ def scan_folder(folder: Path) -> tuple[list[tuple[str, Path]], list[Path]]:
     skipped: list[Path] = []
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         if path.name.startswith(".") or path.suffix.lower() in {".md", ".txt", ".png"} \
-                or path.name in ("truth.json", "analysis.json", "notes.json") \
+                or path.name in ("truth.json", "analysis.json", "notes.json", MANIFEST) \
                 or path.name.endswith(("-wal", "-shm")):
             continue
         name = detect(path)

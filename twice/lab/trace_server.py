@@ -24,6 +24,12 @@ Tempo
   `{}`, `{ cond && cond ... }` with `cond` = `.name`, `span.name` or `resource.name` (a name may
   be quoted: `."a b"`), `=` or `!=`, and a string / int / float / true / false literal.
 
+Phoenix (its REST API's spans search; spans as `twice.lab.phoenix_export` prints them)
+- `GET /v1/projects/{project}/spans/otlpv1?start_time=<ISO>&end_time=<ISO>&trace_id=<id>...
+  &limit=N&cursor=C` -> `{"data": [snake_case OTLP spans], "next_cursor": C or null}`, newest
+  first, `start_time` inclusive and `end_time` exclusive, at most 1000 a page; any project name
+  holds every span. With `auth`, the API key is its password, sent as `Authorization: Bearer`.
+
 Where: `url` serves both APIs; the one path they share, `/api/traces/{id}`, answers as Jaeger
 there. `url + "/jaeger"` and `url + "/tempo"` serve only that API (a base path, as behind a
 reverse proxy or Grafana Cloud's `/tempo`), so `/tempo/api/traces/{id}` is Tempo's v1.
@@ -53,6 +59,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from twice.lab.loopback import LoopbackService
+from twice.lab.phoenix_export import phoenix_span
 
 __all__ = ["OtlpStore", "TraceQLError", "TraceServer", "parse_traceql", "read_exports"]
 
@@ -61,6 +68,18 @@ _KIND_ENUM = ("SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER",
 _STATUS_ENUM = ("STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR")
 _NO_SERVICE = "OTLPResourceNoServiceName"  # what Jaeger's translator names a nameless service
 _JAEGER_LIMIT = 100
+_PHOENIX_SPANS = re.compile(r"(?:/[^/]+)*/v1/projects/[^/]+/spans/otlpv1/?")
+
+
+def _iso_ns(text: str) -> int | None:
+    """ns since the epoch of an ISO-8601 time (UTC when no zone); None for none given."""
+    if not text:
+        return None
+    from datetime import UTC, datetime
+
+    at = datetime.fromisoformat(text)
+    at = at if at.tzinfo else at.replace(tzinfo=UTC)
+    return int(at.timestamp() * 1_000_000) * 1000
 _TEMPO_LIMIT = 20
 
 
@@ -349,6 +368,8 @@ class TraceServer(OtlpStore, LoopbackService):
         self.requests.append((url.path, user[0] if user else None))
         if self.outage is not None:
             return self._send(req, self.outage[0], self.outage[1].encode(), "text/html")
+        if _PHOENIX_SPANS.fullmatch(url.path):
+            return self._phoenix_spans(req, parse_qs(url.query))
         if self.auth is not None and user != self.auth:
             if self.echo_credentials:
                 return self._echo_401(req, user)
@@ -406,6 +427,30 @@ class TraceServer(OtlpStore, LoopbackService):
 
     def _json(self, req: BaseHTTPRequestHandler, status: int, obj: Any) -> None:
         self._send(req, status, json.dumps(obj).encode(), "application/json")
+
+    # -- Phoenix ----------------------------------------------------------------------------
+    def _phoenix_spans(self, req: BaseHTTPRequestHandler, query: dict[str, list[str]]) -> None:
+        if self.auth is not None and req.headers.get("Authorization") != \
+                f"Bearer {self.auth[1]}":
+            return self._json(req, 401, {"detail": "Invalid token"})
+        try:
+            since = _iso_ns(query.get("start_time", [""])[-1])
+            until = _iso_ns(query.get("end_time", [""])[-1])
+            limit = min(int(query.get("limit", ["100"])[-1]), 1000)
+            offset = int(query.get("cursor", ["0"])[-1])
+        except ValueError as exc:
+            return self._json(req, 422, {"detail": str(exc)})
+        wanted = {t.lower() for t in query.get("trace_id", [])}
+        found = sorted((span for spans in self._traces.values() for span in spans
+                        if (not wanted or span.trace_id in wanted)
+                        and (since is None or span.start_ns >= since)
+                        and (until is None or span.start_ns < until)),
+                       key=lambda span: -span.start_ns)
+        page = found[offset:offset + limit]
+        data = [{**phoenix_span(span.raw), "trace_id": span.trace_id, "span_id": span.span_id,
+                 "parent_span_id": span.parent_id} for span in page]
+        more = offset + limit < len(found)
+        self._json(req, 200, {"data": data, "next_cursor": str(offset + limit) if more else None})
 
     # -- Jaeger -----------------------------------------------------------------------------
     @staticmethod

@@ -15,6 +15,7 @@ import streamlit as st
 
 from twice.connectors import registry
 from twice.connectors.base import SourceError
+from twice.connectors.live import STRIPE_BASE_URL_ENV
 from twice.store import Store, StoreError
 from twice.store.links import ViewState
 from twice.web import evidence
@@ -69,7 +70,6 @@ def upload_form(store: Store) -> None:
 _SECRET_FIELDS = {"live_stripe_key": "_live_stripe_key", "live_checkpoints": "_live_checkpoints",
                   "live_traces": "_live_traces"}
 LIVE_ERRORS = "live investigation"  # the source named by a saved partial run's errors
-STRIPE_BASE_URL_ENV = "TWICE_STRIPE_BASE_URL"  # a Stripe-compatible server (the lab, a proxy)
 # userinfo up to the last "@" before the path (a password may hold an unencoded "@")
 _USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/\s]*@", re.I)
 

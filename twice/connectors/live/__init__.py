@@ -1,2 +1,6 @@
 """Sources asked over the network by `twice investigate`: the Stripe API, trace backends
 (Jaeger, Tempo), and `investigate`, which asks them in turn."""
+
+# a Stripe-compatible server to ask instead of api.stripe.com (localstripe, a proxy, the lab):
+# read by `twice investigate --stripe-base-url` and the web app's live form
+STRIPE_BASE_URL_ENV = "TWICE_STRIPE_BASE_URL"

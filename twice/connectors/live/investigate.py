@@ -22,6 +22,7 @@ import orjson
 import pandas as pd
 
 from twice.connectors import checkpoints as checkpoint_source
+from twice.connectors import manifest
 from twice.connectors.base import SourceError, SourceWarning, credentials, redact
 from twice.timeline import Kind, concat, derived_key
 
@@ -37,7 +38,7 @@ class Request:
     stripe_key: str = field(repr=False)  # never printed, stored or linked
     stripe_base_url: str | None = None  # a Stripe-compatible server (tests, the lab)
     checkpoints: str | None = None  # PostgresSaver DSN or SqliteSaver file
-    traces: str | None = None  # jaeger+http://host:16686 or tempo+http://host:3200
+    traces: str | None = None  # jaeger+http://host:16686, tempo+http://host:3200, phoenix+...
 
     @property
     def secrets(self) -> list[str]:
@@ -66,6 +67,7 @@ class Result:
     events_document: dict[str, Any] | None = None
     trace_documents: list[Any] = field(default_factory=list)
     trace_backend: str | None = None
+    failed: dict[str, list[str]] = field(default_factory=dict)  # source name -> its errors
 
     @property
     def partial(self) -> bool:
@@ -82,7 +84,14 @@ def investigate(req: Request, progress: Progress = lambda _: None) -> Result:
     def tell(message: str) -> None:
         progress(req.redact(message))
 
-    provider = _provider(req, result, tell)
+    def failing(source: str, stage: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+        before = len(result.errors)
+        rows = stage()
+        if len(result.errors) > before:
+            result.failed.setdefault(source, []).extend(result.errors[before:])
+        return rows
+
+    provider = failing("stripe_api", lambda: _provider(req, result, tell))
     frames.append(provider)
     customers = set(provider["subject"].dropna()) | (
         {req.subject} if req.subject.startswith("cus_") else set())
@@ -90,16 +99,18 @@ def investigate(req: Request, progress: Progress = lambda _: None) -> Result:
     threads = set(provider["thread_id"].dropna())
 
     if req.checkpoints:
-        ck = _checkpoints(req, customers, keys, threads, result, tell)
+        ck = failing("checkpoints", lambda: _checkpoints(req, customers, keys, threads,
+                                                         result, tell))
         frames.append(ck)
         threads |= set(ck["thread_id"].dropna())
     result.thread_ids = sorted(threads)
 
     if req.traces:
-        frames.append(_traces(req, result, tell))
+        frames.append(failing("traces", lambda: _traces(req, result, tell)))
     result.rows = concat(frames)
     # whatever a source quoted (an echoed header, a URL, a body) leaves masked
     result.errors = [req.redact(e) for e in result.errors]
+    result.failed = {k: [req.redact(e) for e in v] for k, v in result.failed.items()}
     result.warnings = [SourceWarning(req.redact(w.source), req.redact(w.detail))
                        for w in result.warnings]
     return result
@@ -201,7 +212,9 @@ def save_folder(req: Request, result: Result, out: Path) -> list[Path]:
         except SourceError as exc:
             # one more failed source: the rest of the folder is still worth saving
             path.unlink(missing_ok=True)
-            result.errors.append(req.redact(f"saving checkpoints: {exc}"))
+            message = req.redact(f"saving checkpoints: {exc}")
+            result.errors.append(message)
+            result.failed.setdefault("checkpoints", []).append(message)
     if result.trace_documents and result.trace_backend:
         from twice.connectors.live.traces import save_traces
 
@@ -211,7 +224,25 @@ def save_folder(req: Request, result: Result, out: Path) -> list[Path]:
     readme = out / "README.md"
     readme.write_text(req.redact(_readme(req, result)))
     written.append(readme)
+    written.append(manifest.write(out, _manifest(req, result, written), made_by="twice investigate",
+                                  subject=req.subject, since=req.since, until=req.until))
     return written
+
+
+def _manifest(req: Request, result: Result, written: list[Path]) -> manifest.Manifest:
+    """What the saved folder holds of each source asked, and what failed (all redacted)."""
+    names = {p.name for p in written}
+    asked = [("stripe_api", "stripe api" + (f" {req.stripe_base_url}" if req.stripe_base_url
+                                            else ""), ["events.json"])]
+    if req.checkpoints:
+        asked.append(("checkpoints", req.checkpoints, ["checkpoints.sqlite"]))
+    if req.traces:
+        asked.append(("traces", req.traces, ["traces.json", "spans.jsonl"]))
+    sources = [manifest.SourceEntry(name, req.redact(target), name not in result.failed,
+                                    [f for f in files if f in names],
+                                    [req.redact(e) for e in result.failed.get(name, [])])
+               for name, target, files in asked]
+    return manifest.Manifest(result.partial, [req.redact(e) for e in result.errors], sources)
 
 
 def _copy_sqlite_threads(source: Path, thread_ids: list[str], path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Trace backends: fetch spans from a Jaeger or Grafana Tempo query API into timeline rows.
+"""Trace backends: fetch spans from a Jaeger, Grafana Tempo or Phoenix query API into timeline
+rows.
 
 `backend_from_url("jaeger+http://host:16686")` or `("tempo+https://user:token@host/tempo")` gives
 a `TraceBackend`: `find_traces` turns a service / tags / time window into trace ids,
@@ -6,7 +7,8 @@ a `TraceBackend`: `find_traces` turns a service / tags / time window into trace 
 parsers), plus the JSON document as the backend returned it; `save_traces` writes those documents
 in a form the spans connector reads back (Jaeger: `{"data": [traces]}`; Tempo: OTLP JSON lines).
 
-Credentials in the URL are sent as HTTP basic auth and never shown: errors and row origins name
+Credentials in the URL are sent as HTTP basic auth (Phoenix: its API key, the URL's password
+or lone user name, as a bearer token) and never shown: errors and row origins name
 the URL with the password masked, and a backend's answer quoted in an error (a 401 page that
 echoes the Authorization header or the URL) goes through `redact` with the URL's credentials.
 Every failure to get an answer (unreachable, timeout, HTTP error, a body that is not JSON) is
@@ -42,12 +44,14 @@ __all__ = ["ACCEPTED_FORMS", "Endpoint", "HttpSource", "Limits", "TraceBackend",
            "TraceNotFoundError", "backend_from_url", "epoch_us", "save_traces", "unix_seconds"]
 
 ACCEPTED_FORMS = ("jaeger+http://host:16686", "jaeger+https://host", "tempo+http://host:3200",
-                  "tempo+https://user:token@host/base-path")
+                  "tempo+https://user:token@host/base-path",
+                  "phoenix+https://:api-key@host/project")
+BACKENDS = ("jaeger", "tempo", "phoenix")
 _REASON_MAX = 300
 
 
 class TraceBackend(Protocol):
-    name: str  # "jaeger" | "tempo"
+    name: str  # "jaeger" | "tempo" | "phoenix"
 
     def get_trace(self, trace_id: str) -> tuple[LoadResult, Any]:
         """Rows of one trace, and the raw JSON document the backend returned (for saving)."""
@@ -73,7 +77,7 @@ class Endpoint:
 
 
 def parse_url(url: str) -> tuple[str, Endpoint]:
-    """(backend name, endpoint) of a `jaeger+http(s)://` or `tempo+http(s)://` URL."""
+    """(backend name, endpoint) of a `jaeger+`, `tempo+` or `phoenix+http(s)://` URL."""
     backend, plus, rest = url.strip().partition("+")
     why = ""
     try:
@@ -83,7 +87,7 @@ def parse_url(url: str) -> tuple[str, Endpoint]:
             parts.port  # noqa: B018 (raises for a port out of range or not a number)
     except ValueError as exc:  # urlsplit's own words, e.g. "Invalid IPv6 URL"
         parts, hostname, why = None, None, f" ({exc})"
-    if (parts is None or backend.lower() not in ("jaeger", "tempo")
+    if (parts is None or backend.lower() not in BACKENDS
             or parts.scheme.lower() not in ("http", "https") or not hostname):
         raise ValueError(f"not a trace backend URL{why}: {redact(url, credentials(url))!r}; "
                          "accepted forms: "
@@ -105,7 +109,8 @@ def parse_url(url: str) -> tuple[str, Endpoint]:
 def backend_from_url(url: str, *, timeout_s: float = 10.0, limits: Limits | None = None,
                      tool_attribute: str | None = None,
                      request_id_attribute: str | None = None) -> TraceBackend:
-    """A Jaeger or Tempo backend for `url`; ValueError naming the accepted forms otherwise.
+    """A Jaeger, Tempo or Phoenix backend for `url`; ValueError naming the accepted forms
+    otherwise.
 
     `timeout_s`: the longest wait for a read (`limits` sets every bound at once);
     `tool_attribute` / `request_id_attribute`: as for `twice.connectors.spans.load`."""
@@ -117,6 +122,10 @@ def backend_from_url(url: str, *, timeout_s: float = 10.0, limits: Limits | None
         from twice.connectors.live.jaeger import JaegerBackend
 
         return JaegerBackend(endpoint, **options)
+    if backend == "phoenix":
+        from twice.connectors.live.phoenix import PhoenixBackend
+
+        return PhoenixBackend(endpoint, **options)
     from twice.connectors.live.tempo import TempoBackend
 
     return TempoBackend(endpoint, **options)
@@ -146,9 +155,10 @@ class HttpSource:
     another host, time limits, a size cap); every failure is a SourceError naming the masked
     URL, quoting at most a short redacted excerpt of what the backend said."""
 
-    def __init__(self, endpoint: Endpoint, limits: Limits) -> None:
+    def __init__(self, endpoint: Endpoint, limits: Limits, *, bearer: bool = False) -> None:
         self.endpoint = endpoint
         self.limits = limits
+        self.bearer = bearer  # the URL's credentials as a bearer token (Phoenix), not basic auth
 
     def fail(self, reason: str) -> SourceError:
         return SourceError(self.endpoint.display,
@@ -157,10 +167,14 @@ class HttpSource:
     def get_json(self, path: str, params: dict[str, Any] | None = None, *,
                  missing_ok: bool = False) -> Any:
         """The parsed JSON answer; None for a 404 when `missing_ok`."""
+        headers = {"Accept": "application/json"}
+        auth = self.endpoint.auth
+        if self.bearer and auth is not None:
+            headers["Authorization"] = f"Bearer {auth[1] or auth[0]}"
+            auth = None
         try:
             answer = fetch("GET", self.endpoint.base_url + path, params=params,
-                           headers={"Accept": "application/json"}, auth=self.endpoint.auth,
-                           limits=self.limits)
+                           headers=headers, auth=auth, limits=self.limits)
         except HttpRefused as exc:
             raise self.fail(f"GET {path}: {exc}") from None
         if answer.status == 404 and missing_ok:
@@ -228,14 +242,17 @@ def tempo_export(doc: Any) -> dict[str, Any]:
 
 def save_traces(docs: list[Any], backend: str, path: Path) -> None:
     """Write fetched documents so the spans connector reads them back: Jaeger ->
-    `{"data": [traces]}`; Tempo -> OTLP JSON lines (one export object per trace)."""
-    if backend == "jaeger":
+    `{"data": [traces]}`; Tempo -> OTLP JSON lines (one export object per trace); Phoenix ->
+    its pages of spans, one a line."""
+    if backend == "phoenix":
+        data = b"".join(orjson.dumps(d) + b"\n" for d in docs)
+    elif backend == "jaeger":
         data = orjson.dumps({"data": [t for d in docs for t in _jaeger_traces(d)]})
     elif backend == "tempo":
         exports = [tempo_export(d) for d in docs] or [{"resourceSpans": []}]
         data = b"".join(orjson.dumps(e) + b"\n" for e in exports)
     else:
-        raise ValueError(f"unknown trace backend {backend!r}; expected 'jaeger' or 'tempo'")
+        raise ValueError(f"unknown trace backend {backend!r}; expected one of {BACKENDS}")
     try:
         Path(path).write_bytes(data)
     except OSError as exc:

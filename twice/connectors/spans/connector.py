@@ -1,12 +1,16 @@
-"""Spans connector: OTLP JSON and Jaeger JSON files into tool, HTTP and queue-receive rows.
+"""Spans connector: OTLP JSON, Jaeger JSON and LangSmith runs into tool, HTTP and
+queue-receive rows.
 
 Accepted files: one OTLP export object (`{"resourceSpans": [...]}`, also wrapped in Jaeger v3's
-`{"result": ...}`), the one-object-per-line form the Collector's file exporter and
+`{"result": ...}`, or snake_case `{"resource_spans": ...}` as Phoenix downloads it), a page of
+Phoenix's spans API (`{"data": [snake_case OTLP spans], "next_cursor": ...}`), LangSmith runs
+(`twice.connectors.spans.langsmith`: a JSON array, `{"runs": [...]}`, or a run a line), the
+one-object-per-line form the Collector's file exporter and
 `opentelemetry-exporter-otlp-json-file` write, a Jaeger download (`{"data": [traces]}`), a bare
-list of Jaeger traces, or JSON lines of any of these. Both formats go through the same
-interpretation (`twice.connectors.spans.interpret`). A span that appears twice (same trace id
-and span id, e.g. a file appended to twice) is kept once, with one warning: counting it twice
-would invent a duplicate attempt.
+list of Jaeger traces, or JSON lines of any of these. All go through the same interpretation
+(`twice.connectors.spans.interpret`, which also reads Langfuse's attributes). A span that
+appears twice (same trace id and span id, e.g. a file appended to twice) is kept once, with one
+warning: counting it twice would invent a duplicate attempt.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import orjson
 
 from twice.connectors.base import LoadResult, SourceError, SourceWarning, Warnings
 from twice.connectors.spans import fast as spans_fast
+from twice.connectors.spans import langsmith
 from twice.connectors.spans.interpret import Options, SpanRows
 from twice.connectors.spans.jaeger import jaeger_spans
 from twice.connectors.spans.model import SpanRecord
@@ -42,6 +47,9 @@ def _records(doc: Any, origin: str, warnings: list[SourceWarning]) -> list[SpanR
             doc = doc.general()  # some part needs a warning: read it the general way
         except orjson.JSONDecodeError:
             return None
+    runs = langsmith.runs_of(doc)
+    if runs is not None:
+        return langsmith.langsmith_spans(runs, origin, warnings)
     if isinstance(doc, dict):
         if isinstance(doc.get("result"), dict) and "resourceSpans" in doc["result"]:
             doc = doc["result"]  # Jaeger's api_v3 wraps OTLP in {"result": ...}
@@ -56,6 +64,12 @@ def _records(doc: Any, origin: str, warnings: list[SourceWarning]) -> list[SpanR
         if "resourceSpans" in doc or "resource_spans" in doc:
             return otlp_spans(doc, origin, warnings)
         data = doc.get("data")
+        if isinstance(data, list) and data and all(
+                isinstance(s, dict) and ("span_id" in s or "spanId" in s) for s in data):
+            # Phoenix's `GET /v1/projects/{p}/spans/otlpv1`: a page of bare OTLP spans
+            # (snake_case), `{"data": [...], "next_cursor": ...}`
+            return otlp_spans({"resourceSpans": [{"scopeSpans": [{"spans": data}]}]}, origin,
+                              warnings)
         if isinstance(data, list) and (
             not data or any(isinstance(t, dict) and "spans" in t for t in data)
         ):
@@ -107,7 +121,7 @@ def parse_spans(
             if not add(rec):
                 repeated += 1
     if any_document and not recognised:
-        raise SourceError(origin, "no OTLP JSON or Jaeger JSON spans found")
+        raise SourceError(origin, "no OTLP JSON, Jaeger JSON or LangSmith runs found")
     if repeated:
         warnings.append(SourceWarning(
             origin, f"{repeated} span(s) appear more than once (same trace and span id); "
@@ -161,4 +175,8 @@ def sniff(path: Path, head: bytes) -> bool:
         return True
     if any(b'"%s"' % k.encode() in head for k in _RESOURCE_SPANS_KEYS) and b'"spans"' in head:
         return True
+    if b'"run_type"' in head and b'"start_time"' in head and b'"id"' in head:
+        return True  # LangSmith runs
+    if b'"span_id"' in head and b'"trace_id"' in head and b'"start_time_unix_nano"' in head:
+        return True  # Phoenix's spans API (`{"data": [spans]}`), snake_case OTLP
     return b'"traceID"' in head and b'"spanID"' in head and b'"spans"' in head

@@ -5,7 +5,10 @@ A span becomes at most one row:
   `gen_ai.operation.name = execute_tool`, OpenInference `tool_call.id` / `tool.name` /
   `openinference.span.kind = TOOL`, or the attribute the user names). OpenInference's LangChain
   instrumentor writes no tool call id attribute on its TOOL spans: the id is read from
-  `output.value` when that is the serialised ToolMessage of a successful call;
+  `output.value` when that is the serialised ToolMessage of a successful call. Langfuse's spans
+  (`langfuse.observation.type = tool`, the id JSON-quoted in
+  `langfuse.observation.metadata.tool_call_id`, the tool's name the span's) are read in GenAI's
+  words first (`langfuse_as_genai`);
 - `queue_receive`: it has an attribute ending in `receive_count`, `delivery_count` or
   `delivery_attempt` (Pub/Sub, Service Bus, an SQS count copied onto the span, ...);
 - `http_span`: an HTTP client span (or one of unknown kind) with a request method.
@@ -63,6 +66,48 @@ _TOOL_MARKER_KEYS = frozenset(TOOL_CALL_ID_KEYS[:2] + TOOL_NAME_KEYS)  # their p
 _HTTP_METHOD_KEY_SET = frozenset(HTTP_METHOD_KEYS)
 _TIMEOUT = re.compile(r"time[ds]?[\s_-]?out(?!put)|deadline[\s_-]?exceeded", re.I)
 _DETAIL_MAX = 200
+
+
+LANGFUSE_TYPE = "langfuse.observation.type"
+_LANGFUSE_META = "langfuse.observation.metadata."
+
+
+def _unquoted(value: Any) -> str | None:
+    """Langfuse's metadata values are JSON (`"\"call_abc\""`): the text inside the quotes."""
+    text = text_value(value)
+    if text is not None and text.startswith('"'):
+        try:
+            inner = loads(text)
+        except orjson.JSONDecodeError:
+            return text
+        return inner.strip() or None if isinstance(inner, str) else text
+    return text
+
+
+def langfuse_as_genai(rec: SpanRecord) -> SpanRecord:
+    """A span the Langfuse SDK wrote, with the GenAI attributes its Langfuse ones stand for
+    (those a span carries itself win): a tool observation is an `execute_tool` span, its tool
+    call id and LangGraph's thread id unquoted from the observation's metadata, the tool's name
+    the observation's; an observation of level ERROR failed (its status message says why)."""
+    attrs = rec.attributes
+    out = dict(attrs)
+    if thread := _unquoted(attrs.get(_LANGFUSE_META + "thread_id")) or text_value(
+            attrs.get("langfuse.session.id")):
+        out.setdefault("gen_ai.conversation.id", thread)
+    if text_value(attrs.get(LANGFUSE_TYPE)) == "tool":
+        out.setdefault("gen_ai.operation.name", "execute_tool")
+        if call_id := _unquoted(attrs.get(_LANGFUSE_META + "tool_call_id")):
+            out.setdefault("gen_ai.tool.call.id", call_id)
+        if tool := text_value(attrs.get("langfuse.observation.name")) or rec.name:
+            out.setdefault("gen_ai.tool.name", tool)
+        if (given := attrs.get("langfuse.observation.input")) is not None:
+            out.setdefault("gen_ai.tool.call.arguments", given)
+    status, message = rec.status, rec.status_message
+    if text_value(attrs.get("langfuse.observation.level")) == "ERROR" and \
+            status is not SpanStatus.OK:
+        status = SpanStatus.ERROR
+        message = message or text_value(attrs.get("langfuse.observation.status_message"))
+    return rec._replace(attributes=out, status=status, status_message=message)
 
 
 @dataclass(frozen=True)
@@ -459,6 +504,8 @@ class SpanRows:
 
     def add(self, rec: SpanRecord) -> bool:
         """Interpret one span; False (and nothing else) when that span was added before."""
+        if LANGFUSE_TYPE in rec.attributes:
+            rec = langfuse_as_genai(rec)
         # unpacked once: cheaper than a field look-up on the named tuple at every use
         (origin, trace_id, span_id, parent_span_id, name, span_kind, start_ns, end_ns, attrs,
          resource, *_) = rec

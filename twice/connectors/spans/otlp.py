@@ -4,7 +4,9 @@ Written by the Collector's file exporter and by `opentelemetry-exporter-otlp-jso
 (`FileSpanExporter(path)` appends one export object per line; checked against 0.66b1): ids are
 hex, times decimal strings of ns, `kind` an int, `status` `{}` when unset, attribute values
 AnyValue objects with `intValue` as a string. Tolerated too: base64 ids, int times, enum names
-(`SPAN_KIND_CLIENT`, `STATUS_CODE_ERROR`), proto field names in snake_case.
+(`SPAN_KIND_CLIENT`, `STATUS_CODE_ERROR`), proto field names in snake_case, and AnyValues with
+every typed field present and all but one null (`{"string_value": "x", "int_value": null, ...}`:
+Phoenix's REST API, whose pydantic models print every field).
 """
 
 from __future__ import annotations
@@ -61,8 +63,12 @@ def _get(obj: dict[str, Any], camel: str) -> Any:
 
 def any_value(value: Any) -> Any:
     """Plain Python value of an OTLP AnyValue; raises _Bad for a shape that is not one."""
-    if not isinstance(value, dict) or len(value) > 1:
+    if not isinstance(value, dict):
         raise _Bad
+    if len(value) > 1:  # every oneof field printed, the unset ones null (Phoenix)
+        value = {k: v for k, v in value.items() if v is not None}
+        if len(value) > 1:
+            raise _Bad
     if not value:
         return None
     ((key, inner),) = value.items()
