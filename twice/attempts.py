@@ -416,6 +416,11 @@ AGENT_LINK_COLUMNS = ["at_raw", "time_basis", "link", "worker", "http_span_id", 
                       "tool_span_id", "trace_id", "resend_count", "proxy_attempt"]
 
 
+def _filled(values: pd.Series, other: pd.Series) -> pd.Series:
+    """`values` with its missing ones taken from `other`, in `values`' own dtype."""
+    return values.fillna(other.astype(values.dtype))
+
+
 def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     """Without provider records, count executions on the agent's side, at the lowest level the
     spans show: each HTTP client POST that can move money, under the tool span (or tool call)
@@ -441,10 +446,10 @@ def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
         tool_span_id=parent_tool, source="spans", time_basis="http_span",
         link="http_span",
         # the tool span above says what was asked, where the client span does not
-        subject=wire["subject"].fillna(parent_tool.map(by_tool["subject"])),
-        amount=wire["amount"].fillna(parent_tool.map(by_tool["amount"])),
-        currency=wire["currency"].fillna(parent_tool.map(by_tool["currency"])),
-        thread_id=wire["thread_id"].fillna(parent_tool.map(by_tool["thread_id"])))
+        subject=_filled(wire["subject"], parent_tool.map(by_tool["subject"])),
+        amount=_filled(wire["amount"], parent_tool.map(by_tool["amount"])),
+        currency=_filled(wire["currency"], parent_tool.map(by_tool["currency"])),
+        thread_id=_filled(wire["thread_id"], parent_tool.map(by_tool["thread_id"])))
     covered = set(wire["parent_span_id"].dropna()) | set(wire["tool_call_id"].dropna())
     lone = tools[~isin(tools["span_id"], covered)
                  & ~(tools["tool_call_id"].notna() & isin(tools["tool_call_id"], covered))]

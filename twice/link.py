@@ -502,7 +502,7 @@ def trace_shape(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
     # span's shape; one whose tool span was not exported, the shape the others have
     under_tool = isin(parent, tools.index)
     nested[by_http] = np.where(parent.isna(), False, np.where(
-        under_tool, parent.where(under_tool, None).map(tool_nested).fillna(False).astype(bool),
+        under_tool, parent.where(under_tool, None).map(tool_nested).eq(True),
         usual))
     att["trace_id"] = trace.where(trace.notna(), None)
     att["run_trace"] = nested.astype(bool)
