@@ -71,6 +71,22 @@ def test_a_drill_in_the_terminal_with_gradual_reveal(drill_cache: Path, tmp_path
     assert attempt.decide_s is not None
 
 
+def test_sources_opened_by_flag_are_shown_before_the_questions(drill_cache: Path,
+                                                               tmp_path: Path) -> None:
+    """`--open` with the answers given at the prompt: the sources named are shown first (they
+    were skipped, and the trainee answered on the page alone)."""
+    answers = iter(["3", "3", "1", "1", "1", "1"])
+    console, out = _console()
+    code = main(["--drill", L1_STEP.id, "--trainee", "ana", "--cache", str(drill_cache),
+                 "--store", str(tmp_path / "s.sqlite3"), "--open", "provider,checkpoints"],
+                read=lambda prompt: next(answers), console=console)
+    assert code == 0
+    asked = out.getvalue().split("How sure are you?")[0]
+    assert "The provider's payment requests" in asked
+    assert "The agent's checkpoints" in asked and "The traces" not in asked
+    assert "You opened: provider, checkpoints" in _flat(out.getvalue())
+
+
 def test_answer_flags_grade_explain_and_record(drill_cache: Path, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:

@@ -267,9 +267,10 @@ def drill_group(ctx: click.Context, trainee: str | None, level: int, seed: int |
     started = time.monotonic()
     interactive = answer is None
     try:
-        if opened is None:
-            opened = _reveal(console, q, read) if interactive else drills.SOURCES
-        if not interactive:
+        if opened is None and interactive:
+            opened = _reveal(console, q, read)  # each source shown as it is opened
+        else:
+            opened = drills.SOURCES if opened is None else opened
             for source in opened:
                 show_source(console, q, source)
         if confidence is None and interactive:
