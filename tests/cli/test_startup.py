@@ -1,0 +1,59 @@
+"""`twice --help` and `twice --version` start fast: they load click, not the engine (no
+pandas, no rich, no connector), and say what a user asks for."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("pandas", "numpy", "rich", "pyarrow", "streamlit", "twice.engine", "twice.connectors")
+
+_CHILD = """
+import json, sys
+from twice.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({"code": code, "loaded": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+def _run(*args: str) -> tuple[int, str, set[str]]:
+    done = subprocess.run([sys.executable, "-c", _CHILD, *args], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    return report["code"], done.stdout, set(report["loaded"])
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"]])
+def test_help_and_version_load_no_engine(args: list[str]) -> None:
+    code, out, loaded = _run(*args)
+    assert code == 0
+    assert not [m for m in HEAVY if m in loaded], sorted(m for m in HEAVY if m in loaded)
+    assert out
+
+
+def test_help_lists_every_command_and_the_exit_codes() -> None:
+    _, out, _ = _run("--help")
+    for command in ("analyze", "investigate", "sweep", "drill", "lab", "web"):
+        assert f"\n  {command} " in out
+    assert "Exit codes: 0 analysed, 1 duplicates found" in out
+
+
+def test_version_is_the_installed_one() -> None:
+    _, out, _ = _run("--version")
+    assert out.strip() == f"twice {version('twice')}"
+
+
+def test_a_command_loads_what_it_needs() -> None:
+    """The lazy tree still runs a command: its module is imported when it is asked for."""
+    code, out, loaded = _run("analyze", "--help")
+    assert code == 0 and "--format" in out
+    assert "twice.cli.analyze" in loaded and "twice.cli.sweep" not in loaded
