@@ -9,13 +9,14 @@ from typing import Any
 import click
 
 from twice.cli.options import (
-    EXIT_OK,
     bad_input_ends_the_command,
     engine,
     engine_options,
     evidence,
     evidence_options,
+    exit_code_option,
     format_option,
+    report_code,
 )
 from twice.cli.text import json_out
 from twice.connectors import registry
@@ -27,10 +28,11 @@ from twice.report import to_contract
 @click.command("analyze", short_help="analyse exported evidence of an incident")
 @evidence_options
 @format_option
+@exit_code_option
 @engine_options
 @bad_input_ends_the_command()
 def analyze_command(paths: Sequence[str], request_log_map: dict[str, str] | None,
-                    tool_attribute: str | None, fmt: str, provider: str,
+                    tool_attribute: str | None, fmt: str, gate: bool, provider: str,
                     bands: tuple[float, float], window: float, **flags: Sequence[str]) -> int:
     """Analyse exported evidence of an incident: folders or files (twice recognises the
     formats it reads), or --<source> flags."""
@@ -38,13 +40,14 @@ def analyze_command(paths: Sequence[str], request_log_map: dict[str, str] | None
     sources, notes = evidence(paths, flags, request_log_map, tool_attribute)
     loaded = registry.load_all(sources)
     analysis = analyze(loaded.rows, loaded.warnings, options)
-    emit(analysis, fmt, [(n, redact(str(t))) for n, t, _ in sources], notes)
-    return EXIT_OK
+    return emit(analysis, fmt, [(n, redact(str(t))) for n, t, _ in sources], notes, gate=gate)
 
 
 def emit(analysis: Analysis, fmt: str, sources: list[tuple[str, str]], notes: list[str],
-         extra: dict[str, Any] | None = None) -> None:
-    """The analysis on stdout: the JSON contract (with `extra` fields), or the table."""
+         extra: dict[str, Any] | None = None, *, gate: bool = False) -> int:
+    """The analysis on stdout: the JSON contract (with `extra` fields), or the table; returns
+    the exit code the report calls for (`twice.cli.exits.report_code`: 3 when `extra` says
+    the report is partial, 1 for duplicates found under --exit-code, else 0)."""
     if fmt == "json":
         doc = {**to_contract(analysis), **(extra or {})}
         sys.stdout.buffer.write(json_out(doc))
@@ -52,3 +55,5 @@ def emit(analysis: Analysis, fmt: str, sources: list[tuple[str, str]], notes: li
         from twice.cli.table import render
 
         render(analysis, sources=sources, notes=notes)
+    return report_code(partial=bool((extra or {}).get("partial")),
+                       found=any(g.duplicates for g in analysis.groups), gate=gate)

@@ -16,7 +16,7 @@ nothing else.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -42,13 +42,12 @@ CODES = {
 }
 
 
-def report_code(doc: Mapping[str, Any], *, gate: bool) -> int:
-    """The exit code of a command that printed the report `doc`: 3 when the report is
-    partial (whatever it found), else 1 when `gate` (--exit-code) and it holds duplicates,
-    else 0."""
-    if doc.get("partial"):
+def report_code(*, partial: bool, found: bool, gate: bool) -> int:
+    """The exit code of a command that printed a report: 3 when the report is partial
+    (`partial: true`, whatever it found), else 1 when it found duplicates and the user asked
+    for a gate (--exit-code), else 0."""
+    if partial:
         return EXIT_PARTIAL
-    found = any(g.get("duplicates") for g in doc.get("groups") or ())
     return EXIT_DUPLICATES if gate and found else EXIT_OK
 
 

@@ -14,11 +14,10 @@ import pandas as pd
 
 from twice.cli.analyze import emit
 from twice.cli.options import (
-    EXIT_BAD_INPUT,
-    EXIT_OK,
     Duration,
     UtcTime,
     bad_input_ends_the_command,
+    exit_code_option,
     format_option,
 )
 from twice.cli.text import shown
@@ -66,11 +65,12 @@ class TraceBackendUrl(click.ParamType):
 @click.option("--out", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="save what was fetched as an incident folder `twice analyze` reads")
 @format_option
+@exit_code_option
 @bad_input_ends_the_command()
 def investigate_command(customer: str | None, payment_intent: str | None, charge: str | None,
                         around: pd.Timestamp, window: float, stripe_key_env: str,
                         stripe_base_url: str | None, checkpoints: str | None,
-                        traces: str | None, out: Path | None, fmt: str) -> int:
+                        traces: str | None, out: Path | None, fmt: str, gate: bool) -> int:
     """Pull the evidence live: provider events for a customer, payment intent or charge, the
     threads behind them, their traces."""
     from twice.connectors.live.investigate import Request, investigate, save_folder
@@ -97,9 +97,9 @@ def investigate_command(customer: str | None, payment_intent: str | None, charge
     if req.traces:
         sources.append(("traces", req.redact(req.traces)))
     notes = [f"PARTIAL: {e}" for e in result.errors]
-    emit(analysis, fmt, sources, notes,
-         {"partial": result.partial, "errors": result.errors,
-          "thread_ids": result.thread_ids, "trace_ids": result.trace_ids})
+    code = emit(analysis, fmt, sources, notes,
+                {"partial": result.partial, "errors": result.errors,
+                 "thread_ids": result.thread_ids, "trace_ids": result.trace_ids}, gate=gate)
     for error in result.errors:
         print(f"twice: {shown(error)}", file=sys.stderr)  # may quote a server's answer
-    return EXIT_BAD_INPUT if result.partial else EXIT_OK
+    return code  # 3 when some source could not be read: the report says partial

@@ -27,6 +27,7 @@ from twice.cli.exits import (  # noqa: F401
     EXIT_OK,
     EXIT_PARTIAL,
     missing_extra,
+    report_code,
     run,
 )
 from twice.cli.text import shown
@@ -92,6 +93,10 @@ def engine_options(fn: F) -> F:
                           "nothing else links the attempts (default 15m, at most 1d)"),
     )(fn)
 
+
+exit_code_option = click.option(
+    "--exit-code", "gate", is_flag=True,
+    help="exit 1 when duplicates are found (0 when none), like a linter's gate")
 
 format_option = click.option("--format", "fmt", type=click.Choice(["table", "json"]),
                              default="table", help="table (default) or the JSON contract")
