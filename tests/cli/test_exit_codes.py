@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.contract import contract
 from twice.cli import exits
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def test_duplicates_found_exit_0_without_the_gate_and_1_with_it(fmt: str) -> Non
 def test_nothing_found_exits_0_with_the_gate() -> None:
     done = twice("analyze", str(CONTROL), "--format", "json", "--exit-code")
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = contract(done.stdout)
     assert not [d for g in report["groups"] for d in g["duplicates"]]
 
 
@@ -88,7 +88,7 @@ def test_a_partial_live_result_exits_3_and_says_partial() -> None:
                      "--stripe-base-url", f"http://127.0.0.1:{port}", "--format", "json",
                      *gate, env={"STRIPE_API_KEY": "sk_test_not_a_real_key"})
         assert done.returncode == 3, done.stderr
-        report = json.loads(done.stdout)
+        report = contract(done.stdout)
         assert report["partial"] is True and report["errors"]
 
 

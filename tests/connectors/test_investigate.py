@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.connectors.hostile_http import hostile_backend
+from tests.contract import contract
 from twice.cli import main
 from twice.lab.scenarios import run_scenario_with_server
 from twice.lab.stripe_server import StripeServer
@@ -68,12 +69,12 @@ def _investigate(live: Live, out: Path, capsys: pytest.CaptureFixture[str],
                "--traces", f"{traces}+{live.traces.url}", "--out", str(out),
                "--format", "json", *extra])
     captured = capsys.readouterr()
-    return rc, json.loads(captured.out), captured.out + captured.err
+    return rc, contract(captured.out), captured.out + captured.err
 
 
 def _analyze(folder: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     assert main(["analyze", str(folder), "--format", "json"]) == 0
-    out: dict[str, Any] = json.loads(capsys.readouterr().out)
+    out: dict[str, Any] = contract(capsys.readouterr().out)
     return out
 
 
@@ -132,7 +133,7 @@ def test_unreachable_trace_backend_keeps_the_rest_labelled_partial(
                "--stripe-key-env", KEY_ENV, "--stripe-base-url", live.server.url,
                "--checkpoints", live.dsn, "--traces", "jaeger+http://127.0.0.1:9",
                "--format", "json"])
-    report = json.loads(capsys.readouterr().out)
+    report = contract(capsys.readouterr().out)
     assert rc == 3  # a partial result
     assert report["partial"] is True
     assert any("127.0.0.1:9" in e for e in report["errors"])
@@ -153,7 +154,7 @@ def test_a_trace_backend_redirecting_to_an_internal_host_is_not_followed(
                    live.server.url, "--checkpoints", live.dsn, "--traces", f"jaeger+{url}",
                    "--out", str(out), "--format", "json"])
     printed = capsys.readouterr()
-    report = json.loads(printed.out)
+    report = contract(printed.out)
     assert rc == 3 and report["partial"] is True
     assert any("redirect to another host" in e for e in report["errors"]), report["errors"]
     assert internal.requests == []
@@ -175,7 +176,7 @@ def test_database_with_other_tables_is_named(
     rc = main(["investigate", "--customer", live.truth["customer"], "--around", live.around,
                "--stripe-key-env", KEY_ENV, "--stripe-base-url", live.server.url,
                "--checkpoints", fresh_postgres_dsn, "--format", "json"])
-    report = json.loads(capsys.readouterr().out)
+    report = contract(capsys.readouterr().out)
     assert rc == 3  # a partial result
     assert any("127.0.0.1" in e and "checkpoint" in e.lower() for e in report["errors"])
 
@@ -203,7 +204,7 @@ def test_a_trace_backend_echoing_credentials_leaks_them_nowhere(
             cwd=ROOT, capture_output=True, text=True, timeout=300,
             env={**os.environ, KEY_ENV: PLANTED_KEY, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 3, done.stderr  # a partial result
-    report = json.loads(done.stdout)
+    report = contract(done.stdout)
     assert any("HTTP 401" in e and "***" in e for e in report["errors"])
     basic = base64.b64encode(f"ops:{wrong}".encode()).decode()
     written = [p.read_bytes() for p in out.rglob("*") if p.is_file()]

@@ -6,6 +6,7 @@
     twice drill         practise on a lab incident with the verdict hidden
     twice lab           reproduce a layer with real libraries (run, build-samples, eval)
     twice web           the web app
+    twice schema        the JSON Schema of the --format json contract
 
 Each command's module is imported when that command runs (or shows its own help), never for
 `twice --help` or `twice --version`, which load click only. How a command ends, and with which
@@ -38,6 +39,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
             "`twice lab build-samples` (needs twice[lab])"),
     "web": ("twice.cli.web", "web_command",
             "the web app on the bundled samples and saved investigations"),
+    "schema": ("twice.cli.schema", "schema_command",
+               "print the JSON Schema of the --format json contract"),
 }
 
 
