@@ -1,5 +1,6 @@
 """`twice --help` and `twice --version` start fast: they load click, not the engine (no
-pandas, no rich, no connector), and say what a user asks for."""
+pandas, no rich, no connector), and say what a user asks for; `twice web --help` is twice's
+own (the store, token and evidence folder the app reads, the port), not streamlit's."""
 
 from __future__ import annotations
 
@@ -57,3 +58,25 @@ def test_a_command_loads_what_it_needs() -> None:
     code, out, loaded = _run("analyze", "--help")
     assert code == 0 and "--format" in out
     assert "twice.cli.analyze" in loaded and "twice.cli.sweep" not in loaded
+
+
+def test_web_help_is_twices_own_and_loads_no_streamlit() -> None:
+    code = ("import json, sys\n"
+            "from twice.cli import main\n"
+            "try:\n    main(['web', '--help'])\n"
+            "except SystemExit:\n    pass\n"
+            "print(json.dumps('streamlit' in sys.modules), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert json.loads(done.stderr.strip().splitlines()[-1]) is False
+    out = done.stdout
+    assert out.startswith("Usage: twice web [OPTIONS]")
+    for name in ("--store", "--evidence-dir", "--port", "streamlit run --help"):
+        assert name in out, name
+
+    from twice.store.location import ENV_VAR
+    from twice.web.auth import TOKEN_ENV
+    from twice.web.evidence import EVIDENCE_DIR_ENV
+
+    for env in (ENV_VAR, TOKEN_ENV, EVIDENCE_DIR_ENV):  # the names the app really reads
+        assert f"\n    {env} " in out, env
