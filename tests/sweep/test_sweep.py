@@ -272,13 +272,15 @@ def test_the_progress_bar_counts_chunks_and_duplicates_on_stderr(
     folder = ROOT / "sample_data" / "sdk_retry"
     url = str(tmp_path / "p.sqlite3")
     monkeypatch.setenv("TWICE_STORE", url)  # the app's store, as `twice web` opens it
-    assert main(["sweep", str(folder)]) == 0
+    assert main(["sweep", str(folder), "-v"]) == 0  # -v: a line per chunk, terminal or not
     out = capsys.readouterr()
     assert "1/1 chunks · 1 duplicates" in out.err
     assert "1/1 chunks" in out.out and "sdk_retry" in out.out
     monkeypatch.delenv("TWICE_STORE")
     assert main(["sweep", str(folder), "--store", url]) == 0  # the same command: a resume
-    assert "(1 chunks were already done)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "(1 chunks were already done)" in err
+    assert "chunks ·" not in err  # without -v, no bar when stderr is no terminal
 
 
 def test_chunks_without_an_attempt_are_done_without_the_engine_and_not_redone(

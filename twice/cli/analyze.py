@@ -18,6 +18,7 @@ from twice.cli.options import (
     format_option,
     report_code,
 )
+from twice.cli.progress import Steps, verbosity_options
 from twice.cli.text import json_out
 from twice.connectors import registry
 from twice.connectors.base import redact
@@ -30,6 +31,7 @@ from twice.report import to_contract
 @format_option
 @exit_code_option
 @engine_options
+@verbosity_options
 @bad_input_ends_the_command()
 def analyze_command(paths: Sequence[str], request_log_map: dict[str, str] | None,
                     tool_attribute: str | None, fmt: str, gate: bool, provider: str,
@@ -38,8 +40,13 @@ def analyze_command(paths: Sequence[str], request_log_map: dict[str, str] | None
     formats it reads), or --<source> flags."""
     options = engine(provider, bands, window)
     sources, notes = evidence(paths, flags, request_log_map, tool_attribute)
-    loaded = registry.load_all(sources)
-    analysis = analyze(loaded.rows, loaded.warnings, options)
+    steps = Steps("analyze")
+    with steps.step(f"reading {len(sources)} source{'s' * (len(sources) != 1)}"):
+        loaded = registry.load_all(sources)
+    with steps.step(f"analysing {len(loaded.rows):,} records"):
+        analysis = analyze(loaded.rows, loaded.warnings, options)
+    steps.say(f"{len(analysis.groups)} logical calls executed more than once, "
+              f"{len(analysis.warnings)} warnings")
     return emit(analysis, fmt, [(n, redact(str(t))) for n, t, _ in sources], notes, gate=gate)
 
 

@@ -20,6 +20,7 @@ from twice.cli.options import (
     exit_code_option,
     format_option,
 )
+from twice.cli.progress import QUIET, Steps, verbosity_options
 from twice.cli.text import shown
 from twice.connectors.base import SourceError
 from twice.engine import analyze
@@ -66,6 +67,7 @@ class TraceBackendUrl(click.ParamType):
               help="save what was fetched as an incident folder `twice analyze` reads")
 @format_option
 @exit_code_option
+@verbosity_options
 @bad_input_ends_the_command()
 def investigate_command(customer: str | None, payment_intent: str | None, charge: str | None,
                         around: pd.Timestamp, window: float, stripe_key_env: str,
@@ -86,11 +88,14 @@ def investigate_command(customer: str | None, payment_intent: str | None, charge
     req = Request(subject=subjects[0], around=around.to_pydatetime(),
                   window=timedelta(seconds=window), stripe_key=key,
                   stripe_base_url=stripe_base_url, checkpoints=checkpoints, traces=traces)
-    result = investigate(req, progress=lambda msg: print(shown(msg), file=sys.stderr))
+    steps = Steps("investigate")
+    result = investigate(req, progress=steps.say)  # its messages are redacted already
     if out is not None:
         for path in save_folder(req, result, out):
-            print(f"saved {path}", file=sys.stderr)
-    analysis = analyze(result.rows, result.warnings)
+            if steps.level > QUIET:
+                print(f"saved {shown(path)}", file=sys.stderr)
+    with steps.step(f"analysing {len(result.rows):,} records"):
+        analysis = analyze(result.rows, result.warnings)
     sources = [("stripe_api", req.subject)]
     if req.checkpoints:
         sources.append(("checkpoints", req.redact(req.checkpoints)))

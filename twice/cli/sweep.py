@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import click
 import pandas as pd
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from twice.cli.options import (
@@ -25,6 +24,7 @@ from twice.cli.options import (
     format_option,
     report_code,
 )
+from twice.cli.progress import Steps, verbosity_options
 from twice.cli.text import json_out, line, shown
 from twice.connectors.base import SourceError
 from twice.formats import money
@@ -58,6 +58,7 @@ from twice.sweep.run import MAX_CHUNK_S, MAX_OVERLAP_S, MIN_CHUNK_S, options_fro
 @exit_code_option
 @click.option("--no-progress", is_flag=True, help="no progress bar on stderr")
 @engine_options
+@verbosity_options
 @bad_input_ends_the_command()
 def sweep_command(paths: Sequence[str], request_log_map: dict[str, str] | None,
                   tool_attribute: str | None, since: pd.Timestamp | None,
@@ -88,15 +89,7 @@ def sweep_command(paths: Sequence[str], request_log_map: dict[str, str] | None,
         sources, notes = evidence(paths, flags, request_log_map, tool_attribute)
         for note in notes:
             print(f"twice: {shown(note)}", file=sys.stderr)
-    bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("chunks · {task.fields[dups]} duplicates"), TimeElapsedColumn(),
-                   console=Console(stderr=True), disable=no_progress)
-    with bar:
-        task = bar.add_task("sweep", total=None, dups=0)
-
-        def progress(done: int, total: int, found: int) -> None:
-            bar.update(task, completed=done, total=total, dups=found)
-
+    with Steps("sweep").bar("chunks", disable=no_progress) as progress:
         result = run_sweep(opened, sources, since=since_at, until=until_at, chunk_s=chunk_s,
                            overlap_s=overlap_s, options=options, provider=provider,
                            sweep_id=resume, progress=progress)
