@@ -5,6 +5,7 @@ own (the store, token and evidence folder the app reads, the port), not streamli
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from importlib.metadata import version
@@ -80,3 +81,18 @@ def test_web_help_is_twices_own_and_loads_no_streamlit() -> None:
 
     for env in (ENV_VAR, TOKEN_ENV, EVIDENCE_DIR_ENV):  # the names the app really reads
         assert f"\n    {env} " in out, env
+
+
+def test_shell_completion_names_commands_and_options() -> None:
+    """click's completion (README, Install extras): `_TWICE_COMPLETE=bash_source twice`."""
+    def complete(words: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "twice.cli"], capture_output=True,
+                              text=True, timeout=120, cwd=ROOT,
+                              env={**os.environ, "_TWICE_COMPLETE": "bash_complete",
+                                   "COMP_WORDS": words,
+                                   "COMP_CWORD": str(len(words.split()) - 1)})
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert complete("twice an").split() == ["plain,analyze"]
+    assert "plain,--exit-code" in complete("twice analyze --exit").split()
