@@ -33,6 +33,8 @@ class Uninstalled:
 sys.meta_path.insert(0, Uninstalled())
 for loaded in [m for m in sys.modules if any(m == b or m.startswith(b + ".") for b in BLOCKED)]:
     del sys.modules[loaded]
+"""
+_TWICE = """
 sys.argv = ["twice", *sys.argv[2:]]
 from twice.cli import main
 
@@ -44,6 +46,15 @@ def twice_without(blocked: Sequence[str], *args: str, timeout: float = 300,
                   env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`twice ARGS...` in a child process where the `blocked` packages cannot be imported."""
     child_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-c", _CHILD, ",".join(blocked), *args],
+    return subprocess.run([sys.executable, "-c", _CHILD + _TWICE, ",".join(blocked), *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env=child_env)
+
+
+def python_without(blocked: Sequence[str], code: str, timeout: float = 300,
+                   env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Python `code` in a child process where the `blocked` packages cannot be imported."""
+    child_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run([sys.executable, "-c", _CHILD + code, ",".join(blocked)],
                           capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                           env=child_env)
