@@ -185,9 +185,29 @@ LAB_FOLDERS = {"lab", "drills"}
 # helpers that drive chromium or serve the app (free_port: for the app's server); a module that
 # imports one is a browser test
 BROWSER_HELPERS = {"chromium", "running_app", "free_port"}
-# the slowest tests outside the markers above (seconds measured on a 2-core machine, loaded);
-# a file name marks the whole file
+# the slowest tests outside the markers above, a file name marking the whole file (seconds
+# measured on a shared 2-core machine under load, about 3x an idle one)
 SLOW = {
+    "connectors/test_fuzz_provider.py",  # 163 s: property tests
+    "twice/test_engine_properties.py",  # 127 s
+    "cli/test_cli_bounds.py",  # 110 s: memory and time bounds on big inputs
+    "connectors/test_fuzz_spans.py",  # 65 s
+    "connectors/test_fuzz_files.py",  # 61 s
+    "connectors/test_parallel.py",  # 44 s: worker processes
+    "connectors/test_fuzz_registry.py",  # 35 s
+    "connectors/test_fuzz_checkpoints.py",  # 33 s
+    "connectors/test_hostile_http.py",  # 33 s
+    "connectors/test_fuzz_api.py",  # 33 s
+    "connectors/test_spans_speed_paths.py",  # 33 s
+    "connectors/test_stripe_events_duckdb.py",  # 17 s
+    "cli/test_cli_inputs.py::test_a_bad_option_value_is_one_usage_error_naming_it",  # 46 s
+    "cli/test_cli_inputs.py::test_a_device_is_refused_up_front",  # 12 s
+    "cli/test_exit_codes.py::test_duplicates_found_exit_0_without_the_gate_and_1_with_it",  # 11
+    "cli/test_cli_inputs.py::test_corpus_file_through_analyze",  # 10 s
+    "cli/test_cli_inputs.py::test_a_fifo_is_refused_up_front_not_waited_on",  # 7 s
+    "cli/test_cli_inputs.py::test_a_span_time_past_2100_is_a_warning_naming_file_and_line",  # 7
+    "cli/test_cli.py::test_installed_entry_point_runs",  # 6 s
+    "cli/test_exit_codes.py::test_a_partial_live_result_exits_3_and_says_partial",  # 6 s
 }
 
 
