@@ -34,7 +34,7 @@ def _run(*args: str) -> tuple[int, str, set[str]]:
     return report["code"], done.stdout, set(report["loaded"])
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"]])
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["web", "--help"], ["schema"]])
 def test_help_and_version_load_no_engine(args: list[str]) -> None:
     code, out, loaded = _run(*args)
     assert code == 0

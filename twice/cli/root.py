@@ -16,7 +16,9 @@ exit code, is `twice.cli.exits`.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -65,10 +67,19 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> object:
-        from twice.formats import log_visibly
-
-        log_visibly()  # a library's log line quoting evidence obeys no control character either
+        # a library's log line quoting evidence obeys no control character either
+        # (twice.formats.log_visibly, installed at the first record: formats loads pandas)
+        if logging.getLogRecordFactory() is logging.LogRecord:
+            logging.setLogRecordFactory(_visible_at_first_record)
         return super().invoke(ctx)
+
+
+def _visible_at_first_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+    from twice.formats import log_visibly
+
+    logging.setLogRecordFactory(logging.LogRecord)
+    log_visibly()
+    return logging.getLogRecordFactory()(*args, **kwargs)
 
 
 @click.group(name="twice", cls=LazyGroup,
