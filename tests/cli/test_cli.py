@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.contract import contract
 from twice.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,7 +22,7 @@ INCIDENTS = sorted(p.name for p in SAMPLES.iterdir() if (p / "truth.json").exist
 
 def analyze_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     assert main(["analyze", *args, "--format", "json"]) == 0
-    out: dict[str, Any] = json.loads(capsys.readouterr().out)
+    out: dict[str, Any] = contract(capsys.readouterr().out)
     return out
 
 
@@ -100,7 +101,7 @@ def test_installed_entry_point_runs() -> None:
     done = subprocess.run([exe, "analyze", str(SAMPLES / "model_reemission"), "--format",
                            "json"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["groups"][0]["duplicates"][0]["layer"] == "model_reemission"
+    assert contract(done.stdout)["groups"][0]["duplicates"][0]["layer"] == "model_reemission"
 
 
 def _fails_cleanly(capsys: pytest.CaptureFixture[str], *args: str) -> str:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.contract import contract
+
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data" / "step_retry"
 PEAK_LIMIT_KIB = 3 * 2**20  # 3 GiB: the bound is 4 GiB
@@ -75,7 +77,7 @@ def test_nul_lines_in_a_request_log_are_counted_not_listed(tmp_path: Path) -> No
         out.write(b"\0" * 50 + b"\n" * 2 + (b"\0" * 30 + b"\n") * 500_000)
     code, out, _ = bounded("--request-log", str(path), "--format", "json")
     assert code == 0
-    warnings = json.loads(out)["warnings"]
+    warnings = contract(out)["warnings"]
     assert 1000 <= len(warnings) <= 1010
     assert any("more warning(s) like these not listed" in w["detail"] for w in warnings)
 
@@ -92,7 +94,7 @@ def test_a_huge_blob_and_a_wal_to_dev_zero_beside_checkpoints(tmp_path: Path) ->
     path.with_name(path.name + "-wal").symlink_to("/dev/zero")
     code, out, _ = bounded("--checkpoints", str(path), "--format", "json")
     assert code == 0
-    details = " ".join(w["detail"] for w in json.loads(out)["warnings"])
+    details = " ".join(w["detail"] for w in contract(out)["warnings"])
     assert "more than the 32 MiB twice decodes" in details and "-wal file" in details
 
 
@@ -104,7 +106,7 @@ def test_a_folder_with_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
     shutil.copyfile(SAMPLE / "spans.jsonl", odd)
     code, out, err = bounded(str(folder), "--format", "json")
     assert code == 0, err
-    report = json.loads(out)
+    report = contract(out)
     assert [d["layer"] for g in report["groups"] for d in g["duplicates"]] == ["step_retry"]
     code, table, _ = bounded(str(folder))
     assert code == 0 and "spans-\\xff\\xfe.jsonl" in table.replace("\n", "")
@@ -128,5 +130,5 @@ def test_thousands_of_tool_spans_of_one_call_are_bounded(tmp_path: Path, count: 
     assert code == 0 and f"{count} attempts" in out
     assert f"... and {count - 20} more attempts" in out
     code, out, _ = bounded(str(path), "--format", "json")
-    (group,) = json.loads(out)["groups"]
+    (group,) = contract(out)["groups"]
     assert len(group["attempts"]) == count and len(group["duplicates"]) == count - 1

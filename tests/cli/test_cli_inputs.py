@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.contract import contract
 from twice.cli import main
 from twice.connectors import registry
 from twice.store import open_store
@@ -130,7 +131,7 @@ def test_a_fifo_in_a_folder_is_left_out_of_the_scan(tmp_path: Path) -> None:
     os.mkfifo(folder / "spans-live.jsonl")
     done = twice("analyze", str(folder), "--format", "json", timeout=120)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["groups"][0]["duplicates"][0]["layer"] == "step_retry"
+    assert contract(done.stdout)["groups"][0]["duplicates"][0]["layer"] == "step_retry"
 
 
 # --- bad records inside files: a warning naming file and line, the rest analysed ------------
@@ -161,7 +162,7 @@ def test_a_span_time_past_2100_is_a_warning_naming_file_and_line(
         else []
     done = twice(command, str(folder), "--format", "json", *extra)
     assert done.returncode == 0, done.stderr[-2000:]
-    report: dict[str, Any] = json.loads(done.stdout)
+    report: dict[str, Any] = contract(done.stdout)
     warnings = [w for w in report["warnings"]
                 if w["source"] == f"{folder / 'spans.jsonl'}:{line}"]
     assert warnings and "after 2100" in warnings[0]["detail"], report["warnings"]
@@ -183,7 +184,7 @@ def test_nan_in_a_json_document_is_named_by_its_line_and_the_rest_is_read(
                  str(SAMPLE / "checkpoints.sqlite"), "--spans", str(SAMPLE / "spans.jsonl"),
                  "--format", "json")
     assert done.returncode == 0, done.stderr[-2000:]
-    report = json.loads(done.stdout)
+    report = contract(done.stdout)
     assert [w["source"] for w in report["warnings"]] == [f"{events}:{line}"]
     assert "NaN" in report["warnings"][0]["detail"]
     assert report["groups"][0]["duplicates"][0]["layer"] == "step_retry"
@@ -216,7 +217,7 @@ def test_corpus_file_through_analyze(path: Path, tmp_path: Path,
         assert err.startswith("twice: ") and str(copy) in err, err
         return
     assert code == 0, err
-    report = json.loads(out)
+    report = contract(out)
     assert all(w["source"] and w["detail"] for w in report["warnings"])
     assert all(str(copy) in w["source"] for w in report["warnings"]), report["warnings"]
 

@@ -27,6 +27,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from tests.contract import contract
 from tests.hostile import (
     CLEAR,
     NEVER_ON_A_TERMINAL,
@@ -138,7 +139,7 @@ def test_the_json_contract_keeps_the_evidence_exact(tmp_path: Path) -> None:
     # ... and the C1 CSI and the bidi override too (JSON allows them raw; a terminal obeys them)
     assert "\x9b".encode() not in done.stdout and RLO_BYTES not in done.stdout
     assert b"\\u009b" in done.stdout and b"\\u202e" in done.stdout
-    (group,) = json.loads(done.stdout)["groups"]
+    (group,) = contract(done.stdout)["groups"]
     assert group["thread_id"].endswith(THREAD)
     assert all(a["request_id"].endswith(REQUEST) for a in group["attempts"])
     assert all(a["subject"].endswith(CUSTOMER) for a in group["attempts"])

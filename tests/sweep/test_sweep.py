@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pandas as pd
 import pytest
 
+from tests.contract import contract
 from twice.cli import main
 from twice.engine import analyze
 from twice.lab.month import START, month, sample_names, write_month
@@ -185,7 +185,7 @@ def test_a_killed_sweep_resumes_to_the_uninterrupted_result(
                           cwd=ROOT, capture_output=True, timeout=600)
     assert done.returncode == 0, done.stderr.decode()
     assert f"resumed sweep {sweep_id}".encode() in done.stderr
-    doc = orjson.loads(done.stdout)
+    doc = contract(done.stdout)
     assert doc["sweep"]["finished"] and doc["sweep"]["id"] == sweep_id
     assert [g["group_id"] for g in doc["groups"]] == [g.group_id for g in groups]
     assert key(sweep_groups(open_store(str(store_path)), sweep_id)) == key(groups)
@@ -203,7 +203,7 @@ def test_show_and_list_from_the_command_line(
     url, sweep_id, groups = swept
     assert main(["sweep", "--show", sweep_id, "--store", url, "--format", "json",
                  "--base-url", "http://twice.example:8501"]) == 0
-    doc = orjson.loads(capsys.readouterr().out)
+    doc = contract(capsys.readouterr().out)
     assert len(doc["groups"]) == len(groups)
     first = doc["groups"][0]
     assert first["link"] == (f"http://twice.example:8501/?inv={first['investigation_id']}"
@@ -223,6 +223,11 @@ def test_show_and_list_from_the_command_line(
 
     assert main(["sweep", "--list", "--store", url]) == 0
     assert sweep_id in capsys.readouterr().out
+    assert main(["sweep", "--list", "--store", url, "--format", "json"]) == 0
+    assert sweep_id in [s["id"] for s in contract(capsys.readouterr().out)]
+    # --exit-code: a sweep that holds duplicate groups is a gate's failure
+    assert main(["sweep", "--show", sweep_id, "--store", url, "--exit-code"]) == 1
+    capsys.readouterr()
 
 
 def test_bad_input_is_one_clear_message(tmp_path: Path, month_file: Path,
@@ -267,13 +272,15 @@ def test_the_progress_bar_counts_chunks_and_duplicates_on_stderr(
     folder = ROOT / "sample_data" / "sdk_retry"
     url = str(tmp_path / "p.sqlite3")
     monkeypatch.setenv("TWICE_STORE", url)  # the app's store, as `twice web` opens it
-    assert main(["sweep", str(folder)]) == 0
+    assert main(["sweep", str(folder), "-v"]) == 0  # -v: a line per chunk, terminal or not
     out = capsys.readouterr()
     assert "1/1 chunks · 1 duplicates" in out.err
     assert "1/1 chunks" in out.out and "sdk_retry" in out.out
     monkeypatch.delenv("TWICE_STORE")
     assert main(["sweep", str(folder), "--store", url]) == 0  # the same command: a resume
-    assert "(1 chunks were already done)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "(1 chunks were already done)" in err
+    assert "chunks ·" not in err  # without -v, no bar when stderr is no terminal
 
 
 def test_chunks_without_an_attempt_are_done_without_the_engine_and_not_redone(

@@ -35,3 +35,25 @@ def test_the_public_api_analyzes_a_timeline() -> None:
     [group] = analysis.groups
     assert isinstance(group, twice.Group)
     assert [d.layer for d in group.duplicates] == [twice.Layer.STEP_RETRY]
+
+
+def test_importing_twice_loads_no_pandas_until_a_name_is_used() -> None:
+    """`import twice` is lazy (PEP 562): the command line's `--help` starts without pandas,
+    and the first use of a public name imports what defines it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, twice\n"
+            "before = 'pandas' in sys.modules\n"
+            "twice.Options\n"
+            "print(before, 'pandas' in sys.modules, 'Options' in vars(twice))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.split() == ["False", "True", "True"], done.stderr
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    import pytest
+
+    with pytest.raises(AttributeError, match="no attribute 'analyse'"):
+        twice.analyse  # noqa: B018 - the spelling a user might try

@@ -37,6 +37,7 @@ import pytest
 from psycopg import sql
 
 from tests.connectors.hostile_http import hostile_backend
+from tests.contract import contract
 from tests.hostile import SPECIAL_SECRETS, encoded_forms
 from tests.web.conftest import chromium, free_port
 from twice.lab.scenarios import run_scenario_with_server
@@ -289,7 +290,7 @@ def test_no_secret_reaches_anything_the_app_wrote(live: Live, browser: Any) -> N
     ok = _cli(live, "investigate-json", *_investigate_args(live), "--out", str(out),
               "--format", "json")
     assert ok.returncode == 0, ok.stderr
-    report = json.loads(ok.stdout)
+    report = contract(ok.stdout)
     assert [d["layer"] for g in report["groups"] for d in g["duplicates"]] == ["step_retry"]
     assert (out / "checkpoints.sqlite").exists() and (out / "README.md").exists()
     assert ":***@" in (out / "README.md").read_text()  # the DSN, shown redacted
@@ -298,31 +299,31 @@ def test_no_secret_reaches_anything_the_app_wrote(live: Live, browser: Any) -> N
     assert table.returncode == 0 and ":***@" in table.stdout
     wrong = _cli(live, "wrong-key", *_investigate_args(live), "--format", "json",
                  key=WRONG_KEY)
-    assert wrong.returncode == 2 and json.loads(wrong.stdout)["partial"]
+    assert wrong.returncode == 3 and contract(wrong.stdout)["partial"]
     bad_pw = _cli(live, "wrong-password", *_investigate_args(
         live, checkpoints=live.reader_dsn.replace(READER_PW, READER_PW + "nope")),
         "--format", "json")
-    assert bad_pw.returncode == 2
-    assert any("***" in e for e in json.loads(bad_pw.stdout)["errors"])
+    assert bad_pw.returncode == 3  # partial
+    assert any("***" in e for e in contract(bad_pw.stdout)["errors"])
     unreachable = _investigate_args(live, checkpoints=_unreachable(live.reader_dsn),
                                     traces="jaeger+http://127.0.0.1:9")
     down = _cli(live, "unreachable", *unreachable, "--format", "json")
-    assert down.returncode == 2 and len(json.loads(down.stdout)["errors"]) == 2
+    assert down.returncode == 3 and len(contract(down.stdout)["errors"]) == 2
     # with --out, saving the checkpoints of the threads the provider named fails too
     down = _cli(live, "unreachable-out", *unreachable, "--out", str(live.root / "out-partial"),
                 "--format", "json")
-    assert down.returncode == 2 and ":***@127.0.0.1:9/" in down.stderr
+    assert down.returncode == 3 and ":***@127.0.0.1:9/" in down.stderr
     # ... which is one more failed source: the report is still printed, the events still saved
-    assert len(json.loads(down.stdout)["errors"]) == 3
+    assert len(contract(down.stdout)["errors"]) == 3
     assert (live.root / "out-partial" / "events.json").exists()
     assert not (live.root / "out-partial" / "checkpoints.sqlite").exists()
     with hostile_backend("echo", "html") as (echo_url, _):
         echoing = f"jaeger+http://ops:{quote(TRACE_PW, safe='')}@{echo_url[7:]}"
         echoed = _cli(live, "echoing-traces", *_investigate_args(live, traces=echoing),
                       "--format", "json")
-        assert echoed.returncode == 2
+        assert echoed.returncode == 3  # partial
         assert any("HTTP 401" in e and "denied ***" in e
-                   for e in json.loads(echoed.stdout)["errors"])
+                   for e in contract(echoed.stdout)["errors"])
     no_key = _cli(live, "no-key", *_investigate_args(live), key="")
     assert no_key.returncode == 2 and "LEAK_SCAN_KEY" in no_key.stderr
     assert _cli(live, "analyze-dsn", "analyze", live.reader_dsn).returncode == 0

@@ -14,13 +14,13 @@ import pandas as pd
 
 from twice.cli.analyze import emit
 from twice.cli.options import (
-    EXIT_BAD_INPUT,
-    EXIT_OK,
     Duration,
     UtcTime,
     bad_input_ends_the_command,
+    exit_code_option,
     format_option,
 )
+from twice.cli.progress import QUIET, Steps, verbosity_options
 from twice.cli.text import shown
 from twice.connectors.base import SourceError
 from twice.connectors.live import STRIPE_BASE_URL_ENV
@@ -72,11 +72,13 @@ class TraceBackendUrl(click.ParamType):
 @click.option("--out", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="save what was fetched as an incident folder `twice analyze` reads")
 @format_option
+@exit_code_option
+@verbosity_options
 @bad_input_ends_the_command()
 def investigate_command(customer: str | None, payment_intent: str | None, charge: str | None,
                         around: pd.Timestamp, window: float, stripe_key_env: str,
                         stripe_base_url: str | None, checkpoints: str | None,
-                        traces: str | None, out: Path | None, fmt: str) -> int:
+                        traces: str | None, out: Path | None, fmt: str, gate: bool) -> int:
     """Pull the evidence live: provider events for a customer, payment intent or charge, the
     threads behind them, their traces."""
     from twice.connectors.live.investigate import Request, investigate, save_folder
@@ -92,20 +94,23 @@ def investigate_command(customer: str | None, payment_intent: str | None, charge
     req = Request(subject=subjects[0], around=around.to_pydatetime(),
                   window=timedelta(seconds=window), stripe_key=key,
                   stripe_base_url=stripe_base_url, checkpoints=checkpoints, traces=traces)
-    result = investigate(req, progress=lambda msg: print(shown(msg), file=sys.stderr))
+    steps = Steps("investigate")
+    result = investigate(req, progress=steps.say)  # its messages are redacted already
     if out is not None:
         for path in save_folder(req, result, out):
-            print(f"saved {path}", file=sys.stderr)
-    analysis = analyze(result.rows, result.warnings)
+            if steps.level > QUIET:
+                print(f"saved {shown(path)}", file=sys.stderr)
+    with steps.step(f"analysing {len(result.rows):,} records"):
+        analysis = analyze(result.rows, result.warnings)
     sources = [("stripe_api", req.subject)]
     if req.checkpoints:
         sources.append(("checkpoints", req.redact(req.checkpoints)))
     if req.traces:
         sources.append(("traces", req.redact(req.traces)))
     notes = [f"PARTIAL: {e}" for e in result.errors]
-    emit(analysis, fmt, sources, notes,
-         {"partial": result.partial, "errors": result.errors,
-          "thread_ids": result.thread_ids, "trace_ids": result.trace_ids})
+    code = emit(analysis, fmt, sources, notes,
+                {"partial": result.partial, "errors": result.errors,
+                 "thread_ids": result.thread_ids, "trace_ids": result.trace_ids}, gate=gate)
     for error in result.errors:
         print(f"twice: {shown(error)}", file=sys.stderr)  # may quote a server's answer
-    return EXIT_BAD_INPUT if result.partial else EXIT_OK
+    return code  # 3 when some source could not be read: the report says partial

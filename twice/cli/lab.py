@@ -49,7 +49,9 @@ lab's Stripe-compatible server, OpenTelemetry spans.
              short_help="reproduce a layer with real libraries: `twice lab run SCENARIO --out "
                         "DIR`, `twice lab build-samples`")
 def lab_group() -> None:
-    pass
+    from twice.extras import require
+
+    require("lab", "the lab")  # one line naming the extra (exit 69), before anything runs
 
 
 @lab_group.command("build-samples")

@@ -18,19 +18,28 @@ from typing import Any, TypeVar
 import click
 import pandas as pd
 
+# the exit codes live in twice.cli.exits (README, Exit codes); their names stay importable here
+from twice.cli.exits import (  # noqa: F401
+    EXIT_BAD_INPUT,
+    EXIT_DUPLICATES,
+    EXIT_INTERNAL,
+    EXIT_MISSING_EXTRA,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    missing_extra,
+    report_code,
+    run,
+)
 from twice.cli.text import shown
 from twice.connectors import registry
 from twice.connectors.base import EARLIEST, LATEST, SourceError, UnknownConnectorError, redact
 from twice.connectors.jsonfile import require_regular_file
 from twice.connectors.provider import request_log
 from twice.engine import Options
+from twice.extras import MissingExtra, extra_for
 from twice.formats import utc
 from twice.layers import KEY_RETENTION, Bands
 from twice.store import StoreError
-
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2
-EXIT_INTERNAL = 70  # sysexits' EX_SOFTWARE: twice itself failed, not the input
 
 SOURCE_FLAGS = {
     "stripe_events": "Stripe Event objects: GET /v1/events JSON, a JSON array, or JSON lines",
@@ -85,6 +94,10 @@ def engine_options(fn: F) -> F:
     )(fn)
 
 
+exit_code_option = click.option(
+    "--exit-code", "gate", is_flag=True,
+    help="exit 1 when duplicates are found (0 when none), like a linter's gate")
+
 format_option = click.option("--format", "fmt", type=click.Choice(["table", "json"]),
                              default="table", help="table (default) or the JSON contract")
 
@@ -100,12 +113,21 @@ def bad_input_ends_the_command(prefix: str = "twice",
         def command(*args: Any, **kwargs: Any) -> Any:
             try:
                 return fn(*args, **kwargs)
+            except MissingExtra as exc:  # before `errors`: it is a RuntimeError too
+                return missing_extra(prefix, exc)
             except errors as exc:
                 # the message may quote the evidence: named controls, never obeyed
                 print(f"{prefix}: {shown(redact(str(exc)))}", file=sys.stderr)
                 return EXIT_BAD_INPUT
             except (click.ClickException, click.Abort):
                 raise
+            except ImportError as exc:
+                needed = extra_for(exc)
+                if needed is None:
+                    print(f"{prefix}: {internal_error(exc, _evidence_named(kwargs))}",
+                          file=sys.stderr)
+                    return EXIT_INTERNAL
+                return missing_extra(prefix, needed)
             except Exception as exc:  # noqa: BLE001 - said in one line, kept in a file
                 print(f"{prefix}: {internal_error(exc, _evidence_named(kwargs))}",
                       file=sys.stderr)
@@ -316,19 +338,3 @@ def _dsn(given: str) -> str | None:
     would have it)."""
     match = re.fullmatch(r"(postgres(?:ql)?):/+(.+)", given)
     return f"{match[1]}://{match[2]}" if match else None
-
-
-def run(command: click.Command, argv: Sequence[str] | None, prog_name: str,
-        obj: Any = None) -> int:
-    """Run `command` on `argv` (the process's own when None) and return its exit code; a
-    command line it cannot parse prints click's usage message and exits 2."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        code = command.main(args=args, prog_name=prog_name, standalone_mode=False, obj=obj)
-    except click.ClickException as exc:
-        exc.show()
-        raise SystemExit(exc.exit_code) from None
-    except click.Abort:
-        print("Aborted!", file=sys.stderr)
-        raise SystemExit(1) from None
-    return int(code or 0)

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import click
 import pandas as pd
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from twice.cli.options import (
@@ -21,8 +20,11 @@ from twice.cli.options import (
     engine_options,
     evidence,
     evidence_options,
+    exit_code_option,
     format_option,
+    report_code,
 )
+from twice.cli.progress import Steps, verbosity_options
 from twice.cli.text import json_out, line, shown
 from twice.connectors.base import SourceError
 from twice.formats import money
@@ -53,15 +55,17 @@ from twice.sweep.run import MAX_CHUNK_S, MAX_OVERLAP_S, MIN_CHUNK_S, options_fro
 @click.option("--base-url", default="http://localhost:8501/", show_default=True,
               help="where `twice web` serves, for the links")
 @format_option
+@exit_code_option
 @click.option("--no-progress", is_flag=True, help="no progress bar on stderr")
 @engine_options
+@verbosity_options
 @bad_input_ends_the_command()
 def sweep_command(paths: Sequence[str], request_log_map: dict[str, str] | None,
                   tool_attribute: str | None, since: pd.Timestamp | None,
                   until: pd.Timestamp | None, chunk: float, overlap: float, resume: str | None,
                   list_sweeps_: bool, show: str | None, store: str | None, base_url: str,
-                  fmt: str, no_progress: bool, provider: str, bands: tuple[float, float],
-                  window: float, **flags: Sequence[str]) -> int:
+                  fmt: str, gate: bool, no_progress: bool, provider: str,
+                  bands: tuple[float, float], window: float, **flags: Sequence[str]) -> int:
     """Every duplicate group in the sources (a month of exports, several folders), chunk by
     chunk, stored and resumable: `twice sweep DIR --chunk 1d`, `twice sweep --list`."""
     options = engine(provider, bands, window)  # a bad option: refused before the store opens
@@ -69,7 +73,7 @@ def sweep_command(paths: Sequence[str], request_log_map: dict[str, str] | None,
     if list_sweeps_:
         return _list(opened, fmt)
     if show:
-        return _emit(opened, show, fmt, base_url)
+        return _emit(opened, show, fmt, base_url, gate)
     chunk_s, overlap_s, since_at, until_at = chunk, overlap, since, until
     sources: Sequence[Source]
     if resume and not (paths or any(flags.values())):
@@ -85,22 +89,14 @@ def sweep_command(paths: Sequence[str], request_log_map: dict[str, str] | None,
         sources, notes = evidence(paths, flags, request_log_map, tool_attribute)
         for note in notes:
             print(f"twice: {shown(note)}", file=sys.stderr)
-    bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("chunks · {task.fields[dups]} duplicates"), TimeElapsedColumn(),
-                   console=Console(stderr=True), disable=no_progress)
-    with bar:
-        task = bar.add_task("sweep", total=None, dups=0)
-
-        def progress(done: int, total: int, found: int) -> None:
-            bar.update(task, completed=done, total=total, dups=found)
-
+    with Steps("sweep").bar("chunks", disable=no_progress) as progress:
         result = run_sweep(opened, sources, since=since_at, until=until_at, chunk_s=chunk_s,
                            overlap_s=overlap_s, options=options, provider=provider,
                            sweep_id=resume, progress=progress)
     if result.resumed:
         print(f"twice: resumed sweep {result.record.id} ({result.chunks_skipped} chunks were "
               "already done)", file=sys.stderr)
-    return _emit(opened, result.record.id, fmt, base_url)
+    return _emit(opened, result.record.id, fmt, base_url, gate)
 
 
 def _stored_sources(record: SweepRecord) -> list[Source]:
@@ -113,7 +109,8 @@ def _stored_sources(record: SweepRecord) -> list[Source]:
     return sources
 
 
-def _emit(store: Store, sweep_id: str, fmt: str, base_url: str) -> int:
+def _emit(store: Store, sweep_id: str, fmt: str, base_url: str, gate: bool = False) -> int:
+    """The sweep on stdout; with --exit-code, 1 when it holds duplicate groups."""
     record = get_sweep(store, sweep_id)
     if record is None:
         raise SourceError("command line", f"no sweep {sweep_id!r} in the store")
@@ -122,7 +119,7 @@ def _emit(store: Store, sweep_id: str, fmt: str, base_url: str) -> int:
         sys.stdout.buffer.write(json_out(document(record, groups, base_url)))
     else:
         _print_table(record, groups, base_url)
-    return EXIT_OK
+    return report_code(partial=False, found=bool(groups), gate=gate)
 
 
 def _list(store: Store, fmt: str) -> int:

@@ -54,6 +54,9 @@ def generate_all(drills: Sequence[Drill], cache: str | Path | None = None) -> li
     missing = [d.id for d, f in zip(drills, folders, strict=True)
                if not (f / "truth.json").exists()]
     if missing:
+        from twice.extras import require
+
+        require("lab", "generating a drill")  # a drill already generated needs no lab
         (root / f"g{GENERATION}").mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "twice.drills.generate", str(root),
                *dict.fromkeys(missing)]

@@ -24,6 +24,7 @@ import streamlit as st
 
 from twice import drills
 from twice.drills.store import DrillStore, results_csv, trainee_name
+from twice.extras import MissingExtra
 from twice.layers import Band, Bands
 from twice.store import StoreError
 from twice.web.figures import timeline_figure
@@ -218,6 +219,9 @@ def _drill(drill: drills.Drill, store: DrillStore | None) -> None:
         with st.spinner("Preparing the incident (the lab runs it once per drill)…"):
             folder = drills.generate(drill)
             q = drills.question(drill, folder)
+    except MissingExtra as exc:  # the lab is an extra: say which one to install
+        st.info(str(exc))
+        return
     except RuntimeError as exc:  # the lab could not run the drill's scenario
         st.error("This drill could not be prepared:")
         st.code(str(exc), language=None)
