@@ -15,6 +15,7 @@ import pytest
 import stripe
 
 from twice.cli import main
+from twice.cli.exits import EXIT_PARTIAL
 from twice.connectors.live import STRIPE_BASE_URL_ENV
 
 pytest.importorskip("localstripe")
@@ -110,12 +111,12 @@ def test_a_saved_partial_folder_stays_partial_when_analysed(
         assert TRACE_PASSWORD.encode() not in path.read_bytes(), path
         assert KEY.encode() not in path.read_bytes(), path
 
-    assert main(["analyze", str(out), "--format", "json"]) == 0
+    assert main(["analyze", str(out), "--format", "json"]) == EXIT_PARTIAL  # partial, as live
     offline = json.loads(capsys.readouterr().out)
     assert offline["partial"] is True and offline["errors"] == live["errors"]
     assert [g["tool_call_ids"] for g in offline["groups"]] == [["call_1"]]
 
-    assert main(["analyze", str(out)]) == 0
+    assert main(["analyze", str(out)]) == EXIT_PARTIAL
     table = capsys.readouterr().out
     assert "PARTIAL (saved by the investigation)" in table and "127.0.0.1:9" in table
     assert "twice-manifest.json" not in table  # no evidence file, not "skipped" either
@@ -131,7 +132,7 @@ def test_an_unreadable_manifest_is_a_warning_and_the_folder_counts_as_partial(
     out = tmp_path / "saved"
     _saved_partial(url, customer, out, capsys, monkeypatch)
     (out / "twice-manifest.json").write_bytes(manifest)
-    assert main(["analyze", str(out), "--format", "json"]) == 0
+    assert main(["analyze", str(out), "--format", "json"]) == EXIT_PARTIAL
     printed = capsys.readouterr()
     offline = json.loads(printed.out)
     assert offline["partial"] is True
@@ -167,9 +168,9 @@ def test_a_hostile_manifest_is_shown_not_obeyed(
     manifest = json.loads((out / "twice-manifest.json").read_text())
     manifest["errors"] = ["traces: \x1b]52;c;cm0gLXJmIH4=\x07 \x1b[2J\u202egone"]
     (out / "twice-manifest.json").write_text(json.dumps(manifest))
-    assert main(["analyze", str(out)]) == 0
+    assert main(["analyze", str(out)]) == EXIT_PARTIAL
     table = capsys.readouterr().out
     assert "\x1b]52" not in table and "\x1b[2J" not in table and "\u202e" not in table
     assert "<U+001B>]52" in table
-    assert main(["analyze", str(out), "--format", "json"]) == 0
+    assert main(["analyze", str(out), "--format", "json"]) == EXIT_PARTIAL
     assert json.loads(capsys.readouterr().out)["errors"] == manifest["errors"]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -238,23 +236,10 @@ def test_sniff() -> None:
 def localstripe_url() -> Iterator[str]:
     """localstripe (a stateful fake Stripe server) on a loopback port, in this process."""
     pytest.importorskip("localstripe")
-    from aiohttp import web
-    from localstripe.server import app
+    from twice.lab.localstripe import LocalStripe
 
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = runner.addresses[0][1]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
+    with LocalStripe() as server:
+        yield server.url
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # localstripe's sync aiohttp handlers
