@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import pandas as pd
 
+from twice.engine import Options
 from twice.timeline import SourceWarning
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -68,6 +69,8 @@ class Snapshot:
     notes: list[Note]  # oldest first
     overrides: list[Override]  # oldest first; see effective_overrides
     warnings: list[dict[str, Any]]
+    # what it was analysed with when saved (the defaults for one saved before they were kept)
+    options: Options = field(default_factory=Options)
 
 
 def valid_id(inv_id: object) -> bool:

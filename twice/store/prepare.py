@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from twice.connectors.provider.timeline_file import to_bytes
-from twice.engine import Analysis, analyze
+from twice.engine import Analysis, Options, analyze
 from twice.layers import LAYERS
 from twice.store.dialect import dumps, loads
 from twice.store.model import Summary, WarningLike, new_id, valid_id
@@ -33,18 +33,23 @@ class Prepared:
     search_text: str
     parquet: bytes
     warnings: list[dict[str, Any]]  # JSON-safe
+    options: dict[str, float]  # the engine options it was analysed with (Options.to_dict)
 
 
 def prepare(title: str, timeline: pd.DataFrame, *, provider: str, sources: Sequence[str],
             warnings: Sequence[WarningLike], tags: Sequence[str],
-            inv_id: str | None, analysis: Analysis | None = None) -> Prepared:
+            inv_id: str | None, analysis: Analysis | None = None,
+            options: Options | None = None) -> Prepared:
+    """`analysis`, when given, was made with `options` (the defaults when None): both are
+    kept, so the investigation reopens with the verdict it was saved with."""
+    options = options or Options()
     if inv_id is None:
         inv_id = new_id()
     elif not valid_id(inv_id):
         raise ValueError(f"invalid investigation id {inv_id!r}: use 1-64 of A-Z a-z 0-9 _ -")
     validate(timeline)
     if analysis is None:
-        analysis = analyze(timeline)
+        analysis = analyze(timeline, options=options)
     money: dict[str, int] = {}
     worst = []
     layers: set[str] = set()
@@ -69,7 +74,8 @@ def prepare(title: str, timeline: pd.DataFrame, *, provider: str, sources: Seque
     search_text = "\n".join([title, *clean_tags, *sorted(ids)]).lower().replace("\x00", "")
     return Prepared(summary=summary, layers=f" {' '.join(sorted(layers))} ",
                     search_text=search_text, parquet=to_bytes(timeline),
-                    warnings=loads(dumps([_warning_dict(w) for w in warnings])))
+                    warnings=loads(dumps([_warning_dict(w) for w in warnings])),
+                    options=options.to_dict())
 
 
 def _warning_dict(warning: Any) -> dict[str, Any]:

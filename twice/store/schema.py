@@ -1,7 +1,7 @@
 """The store's tables, written once for both databases (`{time}`, `{json}`, ... are the
 dialect's column types, `twice.store.dialect`).
 
-Schema version N is VERSIONS[:N] applied, in order, at open. Version 3 is one more tuple
+Schema version N is VERSIONS[:N] applied, in order, at open. Version 4 is one more tuple
 appended here.
 """
 
@@ -106,7 +106,14 @@ SWEEPS = (
     "CREATE INDEX sweep_groups_first ON sweep_groups (sweep_id, first_at)",
 )
 
-VERSIONS: tuple[tuple[str, ...], ...] = (INVESTIGATIONS, SWEEPS)
+# Version 3: the engine options an investigation was analysed with (bands, grouping window,
+# clock tolerance, key retention), so its links reopen the same verdict. A row saved before
+# has NULL: read as the defaults (twice.engine.Options.from_dict).
+ANALYSIS_OPTIONS = (
+    "ALTER TABLE investigations ADD COLUMN options {json}",
+)
+
+VERSIONS: tuple[tuple[str, ...], ...] = (INVESTIGATIONS, SWEEPS, ANALYSIS_OPTIONS)
 # What marks a database as twice's store: the first migration creates both in one transaction,
 # so a store has both, or is new. A database with other tables and not these is not opened.
 OWN_TABLES = frozenset({"schema_version", "investigations"})

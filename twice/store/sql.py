@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from twice.engine import Analysis
+from twice.engine import Analysis, Options
 from twice.store.dialect import Dialect, loads
 from twice.store.errors import InvestigationExists, InvestigationNotFound, StoreError
 from twice.store.model import Note, Override, Snapshot, Summary, WarningLike, valid_id
@@ -65,11 +65,12 @@ class Store(ABC):
     def create(self, title: str, timeline: pd.DataFrame, *, provider: str = "stripe",
                sources: Sequence[str] = (), warnings: Sequence[WarningLike] = (),
                tags: Sequence[str] = (), id: str | None = None,
-               analysis: Analysis | None = None) -> str:
-        """Save a snapshot; returns its id. `analysis`: `analyze(timeline)` if the caller has it
-        already (saves recomputing it)."""
+               analysis: Analysis | None = None, options: Options | None = None) -> str:
+        """Save a snapshot; returns its id. `options`: the engine's (kept with it: reopened, it
+        is analysed with them again); `analysis`: `analyze(timeline, options=options)` if the
+        caller has it already (saves recomputing it)."""
         p = prepare(title, timeline, provider=provider, sources=sources, warnings=warnings,
-                    tags=tags, inv_id=id, analysis=analysis)
+                    tags=tags, inv_id=id, analysis=analysis, options=options)
         with self.transaction(write=True) as tx:
             insert_investigation(tx, p)
         return p.summary.id
@@ -82,7 +83,7 @@ class Store(ABC):
         with self.transaction() as tx:  # one read snapshot for the three queries
             parquet = "parquet" if timeline else "NULL AS parquet"
             rows = tx.execute(
-                f"SELECT {SUMMARY_COLUMNS}, warnings, {parquet} FROM investigations "
+                f"SELECT {SUMMARY_COLUMNS}, warnings, options, {parquet} FROM investigations "
                 "JOIN timelines ON timelines.investigation_id = investigations.id "
                 "WHERE id = ?", [inv_id])
             if not rows:
@@ -97,7 +98,9 @@ class Store(ABC):
                         else empty_timeline(),
                         notes=[note_from_row(r) for r in notes],
                         overrides=[override_from_row(r) for r in overrides],
-                        warnings=loads(row["warnings"]))
+                        warnings=loads(row["warnings"]),
+                        options=Options.from_dict(loads(row["options"])
+                                                  if row["options"] is not None else None))
 
     def list(self, search: str = "", layer: str | None = None) -> list[Summary]:
         """Newest first; every word of `search` must be in the title, a tag or an id."""
@@ -157,11 +160,11 @@ def insert_investigation(tx: Transaction, p: Prepared, *, if_new: bool = False) 
         with tx.savepoint():  # a taken id is reported as such, the transaction stays usable
             inserted = tx.write(
                 "INSERT INTO investigations (id, title, created_at, provider, group_count, "
-                "worst_layer, layers, money_at_risk, sources, tags, warnings, search_text) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                "worst_layer, layers, money_at_risk, sources, tags, warnings, search_text, "
+                "options) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 + (" ON CONFLICT (id) DO NOTHING" if if_new else ""),
                 [s.id, s.title, s.created_at, s.provider, s.groups, s.worst_layer, p.layers,
-                 s.money_at_risk, s.sources, s.tags, p.warnings, p.search_text])
+                 s.money_at_risk, s.sources, s.tags, p.warnings, p.search_text, p.options])
     except tx.dialect.unique_violation:
         raise InvestigationExists(f"an investigation with id {s.id!r} exists") from None
     if not inserted:

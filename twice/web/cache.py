@@ -61,4 +61,5 @@ def get_analysis(inv_id: str, _store: Store) -> Analysis:
     snapshot = _store.get(inv_id)
     if snapshot is None:  # deleted since the caller looked (an exception is not cached)
         raise InvestigationNotFound(f"investigation {inv_id!r} not found")
-    return analyze(snapshot.timeline)
+    # with the options it was saved with: a sweep's link opens the verdict the sweep reported
+    return analyze(snapshot.timeline, options=snapshot.options)

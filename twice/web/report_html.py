@@ -70,7 +70,8 @@ def build_report(snap: Snapshot, analysis: Analysis) -> str:
     dups = duplicates_frame(analysis)
     if len(dups):
         parts.append("<h2>Gaps against the bands</h2>")
-        parts.append(gaps_figure(dups).to_html(full_html=False, include_plotlyjs="inline"))
+        parts.append(gaps_figure(dups, bands=snap.options.bands).to_html(
+            full_html=False, include_plotlyjs="inline"))
     parts.append("<h2>Timeline</h2>")
     # SVG only: the policy below runs no eval, which plotly's WebGL traces need (they would show
     # "WebGL is not supported"); past SVG_MAX_POINTS rows the other rows are counted per bucket

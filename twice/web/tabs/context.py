@@ -28,9 +28,16 @@ class Investigation:
 
     @cached_property
     def key(self) -> str | None:
-        """The duplicate shown: the URL's, else the first one (None: there is none)."""
+        """The duplicate shown: the URL's, else the first one of the URL's group (a sweep's
+        link names the group), else the first one (None: there is none)."""
         keys = list(self.dups["key"]) if len(self.dups) else []
-        return self.state.dup if self.state.dup in keys else (keys[0] if keys else None)
+        if self.state.dup in keys:
+            return self.state.dup
+        if self.state.group is not None:
+            in_group = [k for k in keys if DuplicateKey.parse(k).group == self.state.group]
+            if in_group:
+                return in_group[0]
+        return keys[0] if keys else None
 
     @cached_property
     def group(self) -> Group | None:
