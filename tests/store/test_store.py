@@ -413,3 +413,48 @@ def test_a_store_of_version_2_is_migrated_and_its_rows_read_as_defaults(
         snap = store.get("old-one")
         assert snap is not None and snap.options == Options(), kind
         assert len(snap.timeline) == len(step_retry.timeline)
+
+
+@pytest.fixture(scope="module")
+def busy_day() -> Incident:
+    """Five incidents in one upload: five duplicate groups, five customers."""
+    from twice.timeline import concat
+
+    timeline = concat([_load(n) for n in ("step_retry", "redelivery", "sdk_retry",
+                                          "gateway_retry", "model_reemission")])
+    return Incident(timeline, analyze(timeline))
+
+
+def test_search_lands_on_the_duplicate_asked_about(backend: Backend, busy_day: Incident) -> None:
+    inv_id = save(backend.store, "busy day", busy_day)
+    groups = {g.worst_layer.value: g for g in busy_day.analysis.groups if g.worst_layer}
+    newest = busy_day.analysis.groups[0]
+
+    def found(term: str) -> set[str]:
+        hits = backend.store.search_duplicates(term)
+        assert all(h.investigation.id == inv_id for h in hits)
+        return {h.duplicate.group_id for h in hits}
+
+    redelivery = groups["redelivery"]
+    assert redelivery is not newest
+    assert found("cus_ZBAwnAjde5AD75") == {redelivery.group_id}
+    # an amount, as written on the invoice or in minor units: whole amounts only
+    assert found("29.00") == found("2900") == found("$29") == {redelivery.group_id}
+    assert found("9.00") == {groups["step_retry"].group_id, groups["sdk_retry"].group_id}
+    assert found("49.00") == {groups["model_reemission"].group_id}
+    # the charge of the sdk retry's second attempt, named only by the provider's events
+    second = next(r for r in groups["sdk_retry"].records
+                  if r["attempt_id"] == groups["sdk_retry"].duplicates[0].second)
+    charge = str(second["object_id"]).replace("pi_", "ch_")
+    assert found(charge) == found(str(second["object_id"])) == {groups["sdk_retry"].group_id}
+    assert found(str(second["request_id"]).upper()) == {groups["sdk_retry"].group_id}
+    assert found("cus_ZBAwnAjde5AD75 49.00") == set()
+    hit = backend.store.search_duplicates("cus_WrcAXdGAH5bSQW")[0].duplicate
+    assert (hit.customer, hit.amount, hit.currency, hit.layer) == (
+        "cus_WrcAXdGAH5bSQW", 900, "usd", "step_retry")
+    assert hit.dup_key == f"{groups['step_retry'].group_id}:" \
+        f"{groups['step_retry'].duplicates[0].second}"
+    # the investigations list finds it by an amount too
+    assert [s.id for s in backend.store.list(search="29.00")] == [inv_id]
+    backend.store.delete(inv_id)
+    assert backend.store.search_duplicates("cus_ZBAwnAjde5AD75") == []

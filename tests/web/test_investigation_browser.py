@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -69,3 +69,76 @@ def test_a_sweeps_link_reopens_the_sweeps_verdict(
         assert confidence == f"{group['confidence']:.2f}"
         page.wait_for_function("document.body.innerText.includes('minutes')", timeout=30_000)
         page.close()
+
+
+BUSY_DAY = "busy-day"
+BUSY_DAY_SAMPLES = ("step_retry", "redelivery", "sdk_retry", "gateway_retry",
+                    "model_reemission")
+
+
+def _load(name: str):  # type: ignore[no-untyped-def]
+    from twice.connectors import registry
+
+    found, _ = registry.scan_folder(ROOT / "sample_data" / name)
+    return registry.load_all([(n, p, {}) for n, p in found]).rows
+
+
+@pytest.fixture(scope="module")
+def busy_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
+    """The app on a store holding a busy day: five incidents of five customers uploaded as one
+    investigation (five duplicate groups), beside the bundled samples."""
+    from twice.engine import analyze
+    from twice.store import open_store
+    from twice.timeline import concat
+
+    path = tmp_path_factory.mktemp("busy") / "investigations.sqlite3"
+    timeline = concat([_load(n) for n in BUSY_DAY_SAMPLES])
+    analysis = analyze(timeline)
+    open_store(str(path)).create("Busy day upload", timeline, id=BUSY_DAY, analysis=analysis)
+    with running_app({"TWICE_STORE": str(path)}) as url:
+        yield url, analysis
+
+
+def _search(page: Any, url: str, term: str) -> list[str]:
+    """Type `term` into the incidents search; the links of the duplicates it lists."""
+    page.goto(f"{url}/")
+    box = page.get_by_role("textbox", name="Search")
+    box.wait_for(timeout=60_000)
+    box.fill(term)
+    box.press("Enter")
+    page.get_by_text("Duplicates", exact=True).wait_for(timeout=30_000)
+    page.wait_for_function(
+        "document.querySelectorAll('a[href*=\"dup=\"]').length > 0 || "
+        "document.body.innerText.includes('No duplicate')", timeout=30_000)
+    hrefs = page.locator("a[href*='dup=']").evaluate_all("els => els.map(e => e.href)")
+    return [unquote(h) for h in hrefs if f"inv={BUSY_DAY}&" in h]
+
+
+def test_search_lands_on_the_duplicate_asked_about(busy_app: tuple[str, Any],
+                                                    browser: Any) -> None:
+    url, analysis = busy_app
+    by_layer = {g.worst_layer.value: g for g in analysis.groups}
+    redelivery = by_layer["redelivery"]
+    assert analysis.groups[0] is not redelivery  # not the newest: the old links opened that
+    key = f"{redelivery.group_id}:{redelivery.duplicates[0].second}"
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    # by customer, by amount written either way, by a charge id only the events name
+    second = next(r for r in redelivery.records
+                  if r["attempt_id"] == redelivery.duplicates[0].second)
+    charge = str(second["object_id"]).replace("pi_", "ch_")
+    for term in ("cus_ZBAwnAjde5AD75", "29.00", "2900", charge, str(second["request_id"])):
+        hits = _search(page, url, term)
+        assert len(hits) == 1, (term, hits)
+        assert f"dup={key}" in hits[0] and "tab=verdict" in hits[0], (term, hits)
+    page.goto(hits[0])
+    heading, _ = _verdict(page)
+    assert heading.startswith("redelivery:"), heading
+    picker = page.locator("[data-testid='stSelectbox']").filter(has_text="Duplicate")
+    shown = picker.evaluate("el => el.innerText + ' ' + [...el.querySelectorAll('input')]"
+                            ".map(i => i.value).join(' ')")
+    assert "cus_ZBAwnAjde5AD75 · 29.00 USD" in shown, shown
+    # "9.00" is two customers' amount (both 900 usd), not the 49.00 of a third
+    hits = _search(page, url, "9.00")
+    assert {h.split("dup=")[1].split(":")[0] for h in hits} == {
+        by_layer["step_retry"].group_id, by_layer["sdk_retry"].group_id}
+    page.close()

@@ -62,6 +62,29 @@ class Summary:
     tags: list[str]
 
 
+@dataclass(frozen=True)
+class DuplicateRow:
+    """One duplicate of a saved investigation, as a search finds it: which one (its key is the
+    link's `dup=`), its verdict's layer and gap, and whose money it took."""
+
+    dup_key: str
+    group_id: str
+    layer: str
+    gap_seconds: float
+    at: datetime | None  # the second attempt's time, UTC
+    customer: str | None
+    amount: int | None  # minor units
+    currency: str | None
+
+
+@dataclass(frozen=True)
+class DuplicateHit:
+    """A duplicate a search found, with the investigation that holds it."""
+
+    investigation: Summary
+    duplicate: DuplicateRow
+
+
 @dataclass
 class Snapshot:
     summary: Summary

@@ -107,13 +107,28 @@ SWEEPS = (
 )
 
 # Version 3: the engine options an investigation was analysed with (bands, grouping window,
-# clock tolerance, key retention), so its links reopen the same verdict. A row saved before
-# has NULL: read as the defaults (twice.engine.Options.from_dict).
-ANALYSIS_OPTIONS = (
+# clock tolerance, key retention), so its links reopen the same verdict; a row saved before has
+# NULL, read as the defaults (twice.engine.Options.from_dict). And one row per duplicate, with
+# the ids, customer and amount of its two attempts, so a search lands on the duplicate asked
+# about (an investigation saved before has none: its hits open the investigation).
+VERSION_3 = (
     "ALTER TABLE investigations ADD COLUMN options {json}",
+    """CREATE TABLE duplicates (
+        investigation_id TEXT NOT NULL REFERENCES investigations (id) ON DELETE CASCADE,
+        dup_key TEXT NOT NULL,             -- "<group_id>:<second attempt id>" (links' dup=)
+        group_id TEXT NOT NULL,
+        layer TEXT NOT NULL,
+        gap_seconds {float} NOT NULL,
+        at {time},                         -- the second attempt's
+        customer TEXT,
+        amount {bigint},                   -- minor units
+        currency TEXT,
+        search_text TEXT NOT NULL,         -- lower-case tokens, one a line
+        PRIMARY KEY (investigation_id, dup_key)
+    )""",
 )
 
-VERSIONS: tuple[tuple[str, ...], ...] = (INVESTIGATIONS, SWEEPS, ANALYSIS_OPTIONS)
+VERSIONS: tuple[tuple[str, ...], ...] = (INVESTIGATIONS, SWEEPS, VERSION_3)
 # What marks a database as twice's store: the first migration creates both in one transaction,
 # so a store has both, or is new. A database with other tables and not these is not opened.
 OWN_TABLES = frozenset({"schema_version", "investigations"})

@@ -16,8 +16,17 @@ import pandas as pd
 from twice.engine import Analysis, Options
 from twice.store.dialect import Dialect, loads
 from twice.store.errors import InvestigationExists, InvestigationNotFound, StoreError
-from twice.store.model import Note, Override, Snapshot, Summary, WarningLike, valid_id
-from twice.store.prepare import Prepared, prepare, timeline_from_parquet
+from twice.store.model import (
+    DuplicateHit,
+    DuplicateRow,
+    Note,
+    Override,
+    Snapshot,
+    Summary,
+    WarningLike,
+    valid_id,
+)
+from twice.store.prepare import Prepared, amount_term, prepare, timeline_from_parquet
 from twice.store.schema import SCHEMA_VERSION_TABLE, Migration
 from twice.timeline import empty_timeline
 
@@ -102,6 +111,29 @@ class Store(ABC):
                         options=Options.from_dict(loads(row["options"])
                                                   if row["options"] is not None else None))
 
+    def search_duplicates(self, search: str, limit: int = 50) -> list[DuplicateHit]:
+        """The duplicates whose two attempts hold every word of `search` (a customer, an
+        amount as "49.00" or "4900", a charge, PaymentIntent, request or tool call id), newest
+        investigation first. An amount matches whole ("900" is not "4900")."""
+        where: list[str] = []
+        params: list[Any] = []
+        for term in search.lower().split():
+            amount = amount_term(term)
+            where.append("d.search_text LIKE ? ESCAPE '\\'")
+            params.append(like_pattern(term) if amount is None
+                          else "%\n" + like_pattern(amount)[1:-1] + "\n%")
+        if not where:
+            return []
+        with self.transaction() as tx:
+            rows = tx.execute(
+                f"SELECT {SUMMARY_COLUMNS}, d.dup_key, d.group_id, d.layer, d.gap_seconds, "
+                "d.at, d.customer, d.amount, d.currency FROM duplicates d "
+                "JOIN investigations ON investigations.id = d.investigation_id "
+                f"WHERE {' AND '.join(where)} "
+                "ORDER BY investigations.created_at DESC, investigations.seq DESC, d.at DESC, "
+                "d.dup_key LIMIT ?", [*params, int(limit)])
+        return [DuplicateHit(summary_from_row(r), duplicate_from_row(r)) for r in rows]
+
     def list(self, search: str = "", layer: str | None = None) -> list[Summary]:
         """Newest first; every word of `search` must be in the title, a tag or an id."""
         where: list[str] = []
@@ -171,6 +203,12 @@ def insert_investigation(tx: Transaction, p: Prepared, *, if_new: bool = False) 
         return False
     tx.execute("INSERT INTO timelines (investigation_id, parquet) VALUES (?, ?)",
                [s.id, p.parquet])
+    for d, text in p.duplicates:
+        tx.execute("INSERT INTO duplicates (investigation_id, dup_key, group_id, layer, "
+                   "gap_seconds, at, customer, amount, currency, search_text) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   [s.id, d.dup_key, d.group_id, d.layer, d.gap_seconds, d.at, d.customer,
+                    d.amount, d.currency, text])
     return True
 
 
@@ -217,6 +255,15 @@ def summary_from_row(row: Mapping[str, Any]) -> Summary:
                    provider=row["provider"], groups=int(row["groups"]),
                    worst_layer=row["worst_layer"], money_at_risk=loads(row["money_at_risk"]),
                    sources=loads(row["sources"]), tags=loads(row["tags"]))
+
+
+def duplicate_from_row(row: Mapping[str, Any]) -> DuplicateRow:
+    return DuplicateRow(dup_key=row["dup_key"], group_id=row["group_id"], layer=row["layer"],
+                        gap_seconds=float(row["gap_seconds"]),
+                        at=None if row["at"] is None else read_time(row["at"]),
+                        customer=row["customer"],
+                        amount=None if row["amount"] is None else int(row["amount"]),
+                        currency=row["currency"])
 
 
 def note_from_row(row: Mapping[str, Any]) -> Note:

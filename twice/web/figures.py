@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from twice.engine import Analysis, Group
-from twice.formats import INVISIBLE, iso, utc, visible
+from twice.formats import INVISIBLE, iso, money, utc, visible
 from twice.layers import LAYERS, Band, Bands, Layer, usual_suspects
 from twice.store.links import DuplicateKey
 from twice.timeline import Kind
@@ -40,7 +40,8 @@ _BAND_FILLS: dict[Band, str] = {
 GAP_FLOOR_S = 0.01
 
 DUPLICATE_COLUMNS = ["key", "group_id", "first", "second", "gap_seconds", "band", "layer",
-                     "confidence", "protected", "tool_name", "thread_id", "at"]
+                     "confidence", "protected", "tool_name", "thread_id", "at", "customer",
+                     "amount"]
 
 # Timeline lanes, top to bottom: the provider's view first, then the agent's from the wire inwards.
 LANES: dict[str, str] = {
@@ -110,7 +111,9 @@ def duplicates_frame(analysis: Analysis) -> pd.DataFrame:
     rows = []
     for g in analysis.groups:
         at = dict(zip(g.attempts["attempt_id"].astype(str), g.attempts["at"], strict=True))
+        by_id = {str(r["attempt_id"]): r for r in g.records}
         for d in g.duplicates:
+            second = by_id.get(d.second, {})
             rows.append({
                 "key": str(DuplicateKey(g.group_id, d.second)), "group_id": g.group_id,
                 "first": d.first,
@@ -118,11 +121,20 @@ def duplicates_frame(analysis: Analysis) -> pd.DataFrame:
                 "layer": d.layer.value, "confidence": float(d.confidence),
                 "protected": bool(d.protected), "tool_name": g.tool_name,
                 "thread_id": g.thread_id, "at": at.get(d.second, pd.NaT),
+                "customer": _text(second.get("subject")),
+                "amount": _amount(second.get("amount"), second.get("currency")),
             })
     frame = pd.DataFrame(rows, columns=DUPLICATE_COLUMNS)
     if frame.empty:
         return frame.astype({"gap_seconds": float, "confidence": float, "protected": bool})
     return frame
+
+
+def _amount(amount: object, currency: object) -> str | None:
+    """An attempt's amount as people read it ("49.00 USD"); None when it has none."""
+    if _text(amount) is None:
+        return None
+    return money({str(currency) if _text(currency) else "?": int(amount)})  # type: ignore[call-overload]
 
 
 def _band_edges(bands: Bands, max_gap: float) -> list[tuple[Band, float, float]]:

@@ -63,11 +63,13 @@ def _pick_duplicate(inv: Investigation) -> None:
     dups, key = inv.dups, inv.key
     if not key or not len(dups):
         return
-    # plain text, but a bidi override in an attempt id would still reorder the option
-    labels = {k: f"{layer} · gap {fmt_gap(gap)} · {visible(second)}"
-              for k, layer, gap, second in zip(dups["key"], dups["layer"],
-                                               dups["gap_seconds"].astype(float),
-                                               dups["second"], strict=True)}
+    # plain text, but a bidi override in an id would still reorder the option; the customer
+    # and amount tell one customer's duplicate from another's on a busy day
+    labels = {k: f"{layer} · gap {fmt_gap(gap)} · {visible(customer or 'no customer')} · "
+                 f"{visible(amount or 'no amount')} · {visible(second)}"
+              for k, layer, gap, customer, amount, second in zip(
+                  dups["key"], dups["layer"], dups["gap_seconds"].astype(float),
+                  dups["customer"], dups["amount"], dups["second"], strict=True)}
     chosen = st.selectbox("Duplicate", list(labels), index=list(labels).index(key),
                           format_func=labels.__getitem__)
     if chosen != key:
