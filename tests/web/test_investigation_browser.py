@@ -142,3 +142,36 @@ def test_search_lands_on_the_duplicate_asked_about(busy_app: tuple[str, Any],
     assert {h.split("dup=")[1].split(":")[0] for h in hits} == {
         by_layer["step_retry"].group_id, by_layer["sdk_retry"].group_id}
     page.close()
+
+
+def test_an_analysis_that_fails_keeps_the_page(tmp_path: Path, browser: Any) -> None:
+    """A real failing shape: a saved investigation whose clock tolerance (1e12 s, as a store
+    written by hand or by another version may hold) overflows the engine's time arithmetic."""
+    from twice.engine import Options
+    from twice.store import open_store
+
+    path = tmp_path / "investigations.sqlite3"
+    store = open_store(str(path))
+    timeline = _load("step_retry")
+    inv_id = store.create("Broken options", timeline, id="broken",
+                          options=Options(tolerance_s=1e12))
+    saved = store.get(inv_id)
+    # saved anyway: what loaded, and the failure as its warning
+    assert saved is not None and len(saved.timeline) == len(timeline)
+    assert any("The analysis failed on" in w["detail"] for w in saved.warnings)
+    with running_app({"TWICE_STORE": str(path)}) as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{url}/?inv=broken&tab=verdict")
+        page.wait_for_function("document.body.innerText.includes('The analysis failed on')",
+                               timeout=90_000)
+        body = page.locator("body").inner_text()
+        assert "OutOfBoundsTimedelta" in body  # the reason
+        assert "events.json" in body  # the inputs, by their file names
+        assert "What loaded is kept and saved" in body and "No verdict" in body
+        assert "Traceback" not in body
+        assert page.locator("[data-testid='stException']").count() == 0
+        # what loaded is still drawn
+        page.goto(f"{url}/?inv=broken&tab=timeline")
+        page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        assert page.locator("[data-testid='stException']").count() == 0
+        page.close()

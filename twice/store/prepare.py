@@ -15,7 +15,9 @@ from typing import Any
 import pandas as pd
 
 from twice.connectors.provider.timeline_file import to_bytes
-from twice.engine import Analysis, Group, Options, analyze
+from twice.engine import Analysis, Group, Options
+from twice.failure import SOURCE as FAILURE_SOURCE
+from twice.failure import analyze_or_keep
 from twice.formats import minor_unit_exponent
 from twice.layers import LAYERS
 from twice.store.dialect import dumps, loads
@@ -59,8 +61,12 @@ def prepare(title: str, timeline: pd.DataFrame, *, provider: str, sources: Seque
     elif not valid_id(inv_id):
         raise ValueError(f"invalid investigation id {inv_id!r}: use 1-64 of A-Z a-z 0-9 _ -")
     validate(timeline)
+    kept = list(warnings)
     if analysis is None:
-        analysis = analyze(timeline, options=options)
+        # an analysis that fails still saves what loaded, with the failure as its warning
+        analysis, failure = analyze_or_keep(timeline, options=options)
+        if failure is not None:
+            kept.append({"source": FAILURE_SOURCE, "detail": failure.describe()})
     money: dict[str, int] = {}
     worst = []
     layers: set[str] = set()
@@ -88,7 +94,7 @@ def prepare(title: str, timeline: pd.DataFrame, *, provider: str, sources: Seque
     return Prepared(summary=summary, duplicates=duplicate_rows(analysis, timeline),
                     layers=f" {' '.join(sorted(layers))} ",
                     search_text=search_text, parquet=to_bytes(timeline),
-                    warnings=loads(dumps([_warning_dict(w) for w in warnings])),
+                    warnings=loads(dumps([_warning_dict(w) for w in kept])),
                     options=options.to_dict())
 
 

@@ -8,6 +8,7 @@ from functools import cached_property
 import pandas as pd
 
 from twice.engine import Analysis, Group
+from twice.failure import AnalysisFailure
 from twice.store import Snapshot, Store
 from twice.store.links import DuplicateKey, ViewState
 from twice.verdict import Duplicate
@@ -20,6 +21,7 @@ class Investigation:
     snap: Snapshot  # without its timeline: the analysis holds it (twice.web.cache)
     analysis: Analysis
     state: ViewState  # what the URL asked for
+    failure: AnalysisFailure | None = None  # the analysis failed: `analysis` has no groups
 
     @cached_property
     def dups(self) -> pd.DataFrame:

@@ -17,6 +17,9 @@ from twice.web.text import md_text, shown_frame
 def render(inv: Investigation) -> None:
     group, dup = inv.group, inv.duplicate
     if group is None or dup is None:
+        if inv.failure is not None:  # said above the tabs: no verdict, not "no duplicate"
+            st.info("No verdict: the analysis failed (see above).")
+            return
         st.success("No logical call executed more than once: nothing to explain.")
         return
     override = effective_overrides(inv.snap.overrides).get(

@@ -23,16 +23,18 @@ def render() -> None:
     store = get_store()
     snapshot = store.get(state.inv, timeline=False) if state.inv else None
     try:  # the timeline is in the cached analysis
-        analysis = get_analysis(snapshot.summary.id, store) if snapshot is not None else None
+        analysed = get_analysis(snapshot.summary.id, store) if snapshot is not None else None
     except InvestigationNotFound:
-        analysis = None
-    if snapshot is None or analysis is None:
+        analysed = None
+    if snapshot is None or analysed is None:
         st.error(f"Investigation `{state.inv}` was not found. It may have been deleted, or the "
                  "link was mistyped.")
         if st.button("Back to incidents"):
             go(ViewState())
         return
-    inv = Investigation(store=store, snap=snapshot, analysis=analysis, state=state)
+    analysis, failure = analysed
+    inv = Investigation(store=store, snap=snapshot, analysis=analysis, state=state,
+                        failure=failure)
     _header(inv)
     _pick_duplicate(inv)
     tabs = list(TABS)
@@ -57,6 +59,11 @@ def _header(inv: Investigation) -> None:
     for warning in inv.snap.warnings:
         if warning.get("source") == LIVE_ERRORS:
             st.warning(md_text(str(warning.get("detail", ""))))
+    if inv.failure is not None:
+        rows = len(inv.analysis.timeline)
+        st.error(f"{md_text(inv.failure.describe())}.  \nWhat loaded is kept and saved "
+                 f"({rows:,} rows from {md_text(', '.join(s.sources) or 'no source')}): the "
+                 "Timeline tab shows it, Export downloads it. No verdict could be made.")
 
 
 def _pick_duplicate(inv: Investigation) -> None:
