@@ -175,3 +175,46 @@ def test_an_analysis_that_fails_keeps_the_page(tmp_path: Path, browser: Any) -> 
         page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
         assert page.locator("[data-testid='stException']").count() == 0
         page.close()
+
+
+def test_loader_warnings_are_on_the_page_in_the_export_and_the_report(
+        tmp_path: Path, browser: Any) -> None:
+    import shutil
+
+    import orjson
+
+    from twice.connectors import registry
+    from twice.report import to_contract
+    from twice.store import open_store
+    from twice.web.cache import analysis_of
+    from twice.web.report_html import build_report
+
+    folder = tmp_path / "evidence"
+    shutil.copytree(ROOT / "sample_data" / "step_retry", folder)
+    with (folder / "stripe_logs.jsonl").open("a") as f:  # two lines the loader skips
+        f.write('{"not": "a log line"}\nnot json <script>alert(1)</script>\n')
+    found, _ = registry.scan_folder(folder)
+    loaded = registry.load_all([(n, p, {}) for n, p in found])
+    assert len(loaded.warnings) == 2
+    path = tmp_path / "investigations.sqlite3"
+    store = open_store(str(path))
+    store.create("With warnings", loaded.rows, id="warned", warnings=loaded.warnings)
+    snap = store.get("warned")
+    assert snap is not None
+    analysis, failure = analysis_of(snap)
+    assert failure is None
+    exported = orjson.loads(orjson.dumps(to_contract(analysis)))
+    assert [w["detail"] for w in exported["warnings"]] == [w.detail for w in loaded.warnings]
+    report = build_report(snap, analysis)
+    assert "Warnings (2)" in report and "not valid JSON" in report
+    assert "<script>alert(1)" not in report
+    with running_app({"TWICE_STORE": str(path)}) as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{url}/?inv=warned&tab=verdict")
+        _verdict(page)
+        expander = page.get_by_text("Warnings (2)")
+        expander.click()
+        page.wait_for_function("document.body.innerText.includes('not valid JSON')",
+                               timeout=30_000)
+        assert "stripe_logs.jsonl:18" in page.locator("body").inner_text()
+        page.close()

@@ -11,12 +11,12 @@ import streamlit as st
 
 from twice.connectors import registry
 from twice.engine import Analysis
-from twice.failure import SOURCE as FAILURE_SOURCE
 from twice.failure import AnalysisFailure, analyze_or_keep
 from twice.store import (
     InvestigationExists,
     InvestigationNotFound,
     Note,
+    Snapshot,
     Store,
     StoreReadOnly,
     open_store,
@@ -65,8 +65,13 @@ def get_analysis(inv_id: str, _store: Store) -> tuple[Analysis, AnalysisFailure 
     snapshot = _store.get(inv_id)
     if snapshot is None:  # deleted since the caller looked (an exception is not cached)
         raise InvestigationNotFound(f"investigation {inv_id!r} not found")
-    # with the options it was saved with: a sweep's link opens the verdict the sweep reported;
-    # with the warnings loading reported, which the page, the export and the report show
+    return analysis_of(snapshot)
+
+
+def analysis_of(snapshot: Snapshot) -> tuple[Analysis, AnalysisFailure | None]:
+    """A saved investigation analysed as it was saved: with its options (a sweep's link opens
+    the verdict the sweep reported) and the warnings loading reported (the page, the JSON
+    export and the HTML report show them)."""
     warnings = [SourceWarning(source=str(w.get("source", "")), detail=str(w.get("detail", "")))
-                for w in snapshot.warnings if w.get("source") != FAILURE_SOURCE]
+                for w in snapshot.warnings]
     return analyze_or_keep(snapshot.timeline, warnings, snapshot.options)

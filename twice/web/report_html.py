@@ -64,6 +64,10 @@ def build_report(snap: Snapshot, analysis: Analysis) -> str:
              f"<p>Investigation <code>{escape(s.id)}</code>, saved "
              f"{s.created_at:%Y-%m-%d %H:%M} UTC; sources: {escape(', '.join(s.sources))}; "
              f"{len(analysis.groups)} logical calls executed more than once.</p>"]
+    if analysis.warnings:  # what loading and analysis skipped or doubted, as the CLI says
+        parts.append(f"<h2>Warnings ({len(analysis.warnings)})</h2><ul class='warnings'>"
+                     + "".join(f"<li><code>{escape(w.source)}</code>: {escape(w.detail)}</li>"
+                               for w in analysis.warnings) + "</ul>")
     if analysis.offsets:
         parts.append("<h2>Clocks</h2><ul>" + "".join(
             f"<li>{_clock(o)}</li>" for o in analysis.offsets) + "</ul>")
