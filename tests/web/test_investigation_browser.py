@@ -218,3 +218,29 @@ def test_loader_warnings_are_on_the_page_in_the_export_and_the_report(
                                timeout=30_000)
         assert "stripe_logs.jsonl:18" in page.locator("body").inner_text()
         page.close()
+
+
+def test_the_timeline_opens_on_the_selected_call(busy_app: tuple[str, Any],
+                                                 browser: Any) -> None:
+    url, analysis = busy_app
+    group = next(g for g in analysis.groups if g.worst_layer.value == "step_retry")
+    key = f"{group.group_id}:{group.duplicates[0].second}"
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv={BUSY_DAY}&dup={key}&tab=timeline")
+    chart = page.locator(".js-plotly-plot").first
+    chart.wait_for(timeout=90_000)
+    page.wait_for_function("() => { const gd = document.querySelector('.js-plotly-plot');"
+                           " return gd && gd._fullLayout && gd._fullLayout.xaxis; }",
+                           timeout=30_000)
+    shown = chart.evaluate("""gd => {
+        const xa = gd._fullLayout.xaxis, ring = gd._fullData.find(
+            t => t.name === 'selected group');
+        return {span: xa.r2l(xa.range[1]) - xa.r2l(xa.range[0]),
+                lo: xa.range[0], hi: xa.range[1],
+                ring: ring ? ring.marker.color : null};
+    }""")
+    gap_ms = group.duplicates[0].gap_seconds * 1000
+    # five incidents over three days are in the data; the view is the call's 34 s and context
+    assert gap_ms < shown["span"] < gap_ms * 2 + 120_000, shown
+    assert shown["ring"] == "#000000"
+    page.close()

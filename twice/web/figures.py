@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -44,22 +45,37 @@ DUPLICATE_COLUMNS = ["key", "group_id", "first", "second", "gap_seconds", "band"
                      "amount"]
 
 # Timeline lanes, top to bottom: the provider's view first, then the agent's from the wire inwards.
-LANES: dict[str, str] = {
-    Kind.PROVIDER_REQUEST.value: "provider requests",
-    Kind.PROVIDER_EVENT.value: "provider events",
-    Kind.HTTP_SPAN.value: "HTTP spans",
-    Kind.TOOL_SPAN.value: "tool spans",
-    Kind.TOOL_RESULT.value: "tool results",
-    Kind.TOOL_CALL.value: "tool calls",
-    Kind.CHECKPOINT.value: "checkpoints",
-    Kind.QUEUE_RECEIVE.value: "queue receives",
+# One row per kind of record: its lane's name, marker and colour, the same in every
+# investigation (a lane is never coloured by the order it appears in).
+@dataclass(frozen=True)
+class Lane:
+    name: str
+    symbol: str
+    colour: str  # Okabe-Ito and Tol's muted: none of them a layer's colour (twice.layers)
+
+
+LANE_TABLE: dict[str, Lane] = {
+    Kind.PROVIDER_REQUEST.value: Lane("provider requests", "diamond", "#0072B2"),
+    Kind.PROVIDER_EVENT.value: Lane("provider events", "circle", "#56B4E9"),
+    Kind.HTTP_SPAN.value: Lane("HTTP spans", "square", "#009E73"),
+    Kind.TOOL_SPAN.value: Lane("tool spans", "square", "#117733"),
+    Kind.TOOL_RESULT.value: Lane("tool results", "triangle-left", "#882255"),
+    Kind.TOOL_CALL.value: Lane("tool calls", "triangle-right", "#44AA99"),
+    Kind.CHECKPOINT.value: Lane("checkpoints", "circle", "#999933"),
+    Kind.QUEUE_RECEIVE.value: Lane("queue receives", "star", "#332288"),
 }
-_LANE_SYMBOLS: dict[str, str] = {
-    Kind.PROVIDER_REQUEST.value: "diamond", Kind.PROVIDER_EVENT.value: "circle",
-    Kind.HTTP_SPAN.value: "square", Kind.TOOL_SPAN.value: "square",
-    Kind.TOOL_RESULT.value: "triangle-left", Kind.TOOL_CALL.value: "triangle-right",
-    Kind.CHECKPOINT.value: "circle", Kind.QUEUE_RECEIVE.value: "star",
-}
+LANES: dict[str, str] = {kind: lane.name for kind, lane in LANE_TABLE.items()}
+# the ring around the selected call's records: drawn in ink, over every lane's colour
+SELECTED_RING = "#000000"
+# how far apart records at the same time in the same lane are drawn (lane heights: 1)
+SPREAD_STEP = 0.12
+SPREAD_MAX = 0.38
+# the timeline opens on the selected call: its attempts, and this share of their span (at
+# least CONTEXT_MIN_S) on each side; without one, on the bulk of the rows (QUANTILE to
+# 1 - QUANTILE), so a stray record weeks away does not squeeze everything else into a line
+CONTEXT_SHARE = 0.25
+CONTEXT_MIN_S = 30.0
+QUANTILE = 0.02
 # What the hover of a timeline point shows, in this order (label, column).
 _HOVER_FIELDS = [
     ("source", "source"), ("request id", "request_id"), ("idempotency key", "idempotency_key"),
@@ -261,15 +277,45 @@ def _hover(rows: pd.DataFrame, lane: pd.Series, x: pd.Series) -> pd.Series:
     return text
 
 
-def _lane_trace(rows: pd.DataFrame, lane: pd.Series, x: pd.Series, kind: str,
+def _lane_trace(rows: pd.DataFrame, lane: pd.Series, x: pd.Series, y: pd.Series, kind: str,
                 scatter: type[go.Scatter] | type[go.Scattergl]) -> go.Scatter | go.Scattergl:
+    info = LANE_TABLE[kind]
     return scatter(
-        x=x.to_numpy(), y=lane.to_numpy(), mode="markers", name=LANES[kind], legendgroup=kind,
+        x=x.to_numpy(), y=y.to_numpy(), mode="markers", name=info.name, legendgroup=kind,
         customdata=rows.index.to_numpy(), text=_hover(rows, lane, x).to_numpy(),
         hovertemplate="%{text}<extra></extra>",
-        marker={"symbol": _LANE_SYMBOLS[kind], "size": 7, "opacity": 0.75,
+        marker={"symbol": info.symbol, "size": 7, "opacity": 0.8, "color": info.colour,
                 "line": {"width": 0}},
     )
+
+
+def lane_positions(lane: pd.Series, x: pd.Series, lanes: list[str]) -> pd.Series:
+    """Each row's height: its lane's (the first lane on top, one unit apart), records at the
+    same time in the same lane spread around it so each can be seen and hovered."""
+    base = (len(lanes) - 1 - pd.Categorical(lane, categories=lanes).codes).astype(float)
+    if not len(lane):
+        return pd.Series(base, index=lane.index, dtype=float)
+    keys = pd.DataFrame({"lane": lane.to_numpy(), "x": x.to_numpy()}, index=lane.index)
+    rank = keys.groupby(["lane", "x"], sort=False).cumcount().to_numpy()
+    size = keys.groupby(["lane", "x"], sort=False)["x"].transform("size").to_numpy()
+    offset = np.clip((rank - (size - 1) / 2) * SPREAD_STEP, -SPREAD_MAX, SPREAD_MAX)
+    return pd.Series(base + offset, index=lane.index)
+
+
+def fitted_range(x: pd.Series, focus: pd.Series | None = None
+                 ) -> tuple[pd.Timestamp, pd.Timestamp] | None:
+    """The time range the timeline opens on: the selected call's attempts (`focus`) with
+    context on both sides, else the bulk of the rows; robust to a stray record weeks away.
+    None: nothing to fit."""
+    times = (focus if focus is not None and focus.notna().any() else x).dropna()
+    if times.empty:
+        return None
+    if focus is not None and focus.notna().any():
+        lo, hi = times.min(), times.max()
+    else:
+        lo, hi = times.quantile(QUANTILE), times.quantile(1 - QUANTILE)
+    pad = max((hi - lo) * CONTEXT_SHARE, pd.Timedelta(seconds=CONTEXT_MIN_S))
+    return pd.Timestamp(lo - pad), pd.Timestamp(hi + pad)
 
 
 def _aggregate_trace(x: pd.Series, lane: pd.Series, lanes: list[str],
@@ -285,10 +331,12 @@ def _aggregate_trace(x: pd.Series, lane: pd.Series, lanes: list[str],
     np.add.at(counts, (lane_idx, bucket), 1)
     z = np.where(counts > 0, counts.astype(float), np.nan)
     centers = lo + pd.to_timedelta(np.arange(n_buckets) * width_ns + width_ns // 2, unit="ns")
+    heights = [len(lanes) - 1 - i for i in range(len(lanes))]
     return go.Heatmap(
-        x=pd.DatetimeIndex(centers).to_numpy(), y=lanes, z=z, name=AGGREGATE_NAME,
+        x=pd.DatetimeIndex(centers).to_numpy(), y=heights, z=z, name=AGGREGATE_NAME,
+        text=[[name] * n_buckets for name in lanes],
         colorscale="Greys", zmin=0, showscale=False, opacity=0.55, showlegend=True,
-        hovertemplate="%{y}: %{z} rows near %{x}<extra>aggregated</extra>", xgap=0, ygap=4,
+        hovertemplate="%{text}: %{z} rows near %{x}<extra>aggregated</extra>", xgap=0, ygap=4,
     )
 
 
@@ -297,7 +345,7 @@ def _attempt_anchors(group: Group, aligned: bool) -> tuple[pd.Series, pd.Series]
     att = group.attempts
     col = "at" if aligned or "at_raw" not in att else "at_raw"
     ids = att["attempt_id"].astype(str)
-    lane = pd.Series(LANES[Kind.PROVIDER_REQUEST.value], index=att.index)
+    lane = pd.Series(LANES[Kind.PROVIDER_REQUEST.value], index=att.index, dtype=object)
     lane = lane.where(~ids.str.startswith("span:"), LANES[Kind.TOOL_SPAN.value])
     lane = lane.where(~ids.str.startswith("call:"), LANES[Kind.TOOL_CALL.value])
     return _utc_naive(att[col]), lane
@@ -351,6 +399,7 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
     fig = go.Figure()
     present = [k for k in LANES if (rows["kind"] == k).any()]
     lanes = [LANES[k] for k in present]
+    y = lane_positions(lane, x, lanes)
     if aggregated_lanes:
         rest = ~individual
         lo_t = x.min() if window is None else _utc_naive(pd.Series([lo_w])).iloc[0]
@@ -359,16 +408,17 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
     for kind in present:
         part = individual & (rows["kind"] == kind)
         if part.any():
-            fig.add_trace(_lane_trace(rows[part], lane[part], x[part], kind, scatter))
+            fig.add_trace(_lane_trace(rows[part], lane[part], x[part], y[part], kind, scatter))
     if group is not None and selected_mask.any():
         sel = selected_mask
         fig.add_trace(scatter(
-            x=x[sel].to_numpy(), y=lane[sel].to_numpy(), mode="markers", name=SELECTED_NAME,
+            x=x[sel].to_numpy(), y=y[sel].to_numpy(), mode="markers", name=SELECTED_NAME,
             customdata=rows.index[sel].to_numpy(),
             text=_hover(rows[sel], lane[sel], x[sel]).to_numpy(),
             hovertemplate="%{text}<extra>selected</extra>",
-            marker={"size": 14, "color": "rgba(0,0,0,0)",
-                    "line": {"color": "#000000", "width": 2.5}, "symbol": "circle-open"},
+            # an open symbol is drawn in the marker's colour (its line colour is not used)
+            marker={"size": 15, "color": SELECTED_RING,
+                    "line": {"color": SELECTED_RING, "width": 2.5}, "symbol": "circle-open"},
         ))
     if group is not None:
         ax, alane = _attempt_anchors(group, aligned)
@@ -376,20 +426,30 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
             (ax >= _utc_naive(pd.Series([lo_w])).iloc[0]) & \
             (ax <= _utc_naive(pd.Series([hi_w])).iloc[0])
         color = LAYER_COLORS.get(group.worst_layer.value if group.worst_layer else "unknown")
+        heights = {name: len(lanes) - 1 - i for i, name in enumerate(lanes)}
         fig.add_trace(scatter(
-            x=ax[inside].to_numpy(), y=alane[inside].to_numpy(), mode="lines+markers",
+            x=ax[inside].to_numpy(), y=alane[inside].map(heights).to_numpy(),
+            mode="lines+markers",
             name=ATTEMPTS_LINE_NAME, customdata=group.attempts["attempt_id"][inside].to_numpy(),
             text=("attempt " + plot_texts(group.attempts["attempt_id"][inside])).to_numpy(),
             hovertemplate="%{text}<br>%{x}<extra></extra>",
             line={"color": color, "width": 3}, marker={"size": 16, "color": color,
                                                         "symbol": "x"},
         ))
-    fig.update_yaxes(type="category", categoryorder="array", categoryarray=lanes[::-1],
+    # lanes on a numeric axis, named by their ticks: records at one time spread within a lane
+    fig.update_yaxes(type="linear", tickmode="array",
+                     tickvals=[len(lanes) - 1 - i for i in range(len(lanes))], ticktext=lanes,
+                     range=[-0.6, len(lanes) - 0.4], zeroline=False, showgrid=True,
                      title=None)
     fig.update_xaxes(title=f"time (UTC, {'clock-aligned' if aligned else 'raw source clocks'})")
     if window is not None:
         fig.update_xaxes(range=[_utc_naive(pd.Series([lo_w])).iloc[0],
                                 _utc_naive(pd.Series([hi_w])).iloc[0]])
+    else:  # opened on the selected call (else the bulk of the rows); zoom out to see all
+        focus = _attempt_anchors(group, aligned)[0] if group is not None else None
+        fitted = fitted_range(x, focus)
+        if fitted is not None:
+            fig.update_xaxes(range=list(fitted))
     fig.update_layout(hovermode="closest", dragmode="zoom", height=120 + 45 * max(len(lanes), 1),
                       legend={"orientation": "h", "y": -0.2}, margin={"t": 30})
     return fig
