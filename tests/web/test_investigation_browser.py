@@ -244,3 +244,19 @@ def test_the_timeline_opens_on_the_selected_call(busy_app: tuple[str, Any],
     assert gap_ms < shown["span"] < gap_ms * 2 + 120_000, shown
     assert shown["ring"] == "#000000"
     page.close()
+
+
+def test_a_control_sample_lists_the_pairs_it_dismissed(busy_app: tuple[str, Any],
+                                                       browser: Any) -> None:
+    url, _ = busy_app
+    truth = json.loads((ROOT / "sample_data" / "control_renewal" / "truth.json").read_text())
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv=sample-control-renewal&tab=verdict")
+    page.get_by_text("Not a duplicate", exact=True).wait_for(timeout=90_000)
+    page.wait_for_function(f"document.body.innerText.includes('{truth['customer']}')",
+                           timeout=30_000)
+    body = page.locator("body").inner_text()
+    assert "look-alike pair(s) dismissed" in body
+    assert "719.2 h apart, beyond the 15.0 min" in body  # the renewal, a month later
+    assert "nothing to explain" not in body
+    page.close()

@@ -3,15 +3,20 @@ evidence, findings, the fix, the two attempts side by side, and the clocks it wa
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from twice.clocks import THIN_LABEL, THIN_WHY, ClockOffset
+from twice.controls import MAX_PAIRS, dismissed_pairs
+from twice.formats import money
 from twice.layers import LAYERS
 from twice.store import effective_overrides
 from twice.verdict import fmt_gap
 from twice.web.figures import attempt_comparison
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text, shown_frame
+
+PAIRS_SHOWN = 10
 
 
 def render(inv: Investigation) -> None:
@@ -20,7 +25,8 @@ def render(inv: Investigation) -> None:
         if inv.failure is not None:  # said above the tabs: no verdict, not "no duplicate"
             st.info("No verdict: the analysis failed (see above).")
             return
-        st.success("No logical call executed more than once: nothing to explain.")
+        st.success("No logical call executed more than once.")
+        _not_duplicates(inv)
         return
     override = effective_overrides(inv.snap.overrides).get(
         (group.group_id, f"{dup.first}>{dup.second}"))
@@ -57,6 +63,28 @@ def render(inv: Investigation) -> None:
         st.subheader("Clocks")
         for offset in inv.analysis.offsets:
             st.markdown(clock_markdown(offset))
+
+
+def _not_duplicates(inv: Investigation) -> None:
+    """The candidate pairs twice looked at and dismissed (same customer, amount and currency,
+    or a repeat of a refused attempt), and why: a control sample explained, not just passed."""
+    pairs = dismissed_pairs(inv.analysis, inv.snap.options.window_s)
+    st.subheader("Not a duplicate", anchor="not-a-duplicate")
+    if not pairs:
+        st.markdown("No two attempts look alike (same customer, amount and currency): there was "
+                    "nothing to dismiss.")
+        return
+    more = " (the nearest shown)" if len(pairs) >= MAX_PAIRS else ""
+    st.markdown(f"{len(pairs)} look-alike pair(s) dismissed{more}:")
+    for d in pairs[:PAIRS_SHOWN]:
+        amount = money({d.currency or "?": d.amount}) if d.amount is not None else "no amount"
+        st.markdown(f"- **{md_text(d.customer or 'no customer')} · {md_text(amount)}**: "
+                    f"{md_text(d.first)} then {md_text(d.second)}, {fmt_gap(d.gap_seconds)} "
+                    f"apart  \n  " + "; ".join(md_text(w) for w in d.why))
+    table = pd.DataFrame([{"customer": d.customer, "amount": d.amount, "currency": d.currency,
+                           "first": d.first, "second": d.second, "gap (s)": d.gap_seconds,
+                           "why not a duplicate": "; ".join(d.why)} for d in pairs])
+    st.dataframe(shown_frame(table), hide_index=True, width="stretch")
 
 
 def clock_markdown(offset: ClockOffset) -> str:
