@@ -340,3 +340,22 @@ def test_records_at_the_same_time_in_a_lane_are_drawn_apart(
     assert len(same_time), "Stripe writes a PaymentIntent's events in the same second"
     # each record at one time has a height of its own: none hides another
     assert not same_time.duplicated(["x", "y"]).any()
+
+
+def changed_amount(timeline: pd.DataFrame, analysis: Analysis) -> pd.DataFrame:
+    """The step retry with its second attempt charging 19.00 instead of 9.00 (same tool call)."""
+    second = analysis.groups[0].duplicates[0].second
+    request = next(str(r["request_id"]) for r in analysis.groups[0].records
+                   if r["attempt_id"] == second)
+    out = timeline.copy()
+    out.loc[(out["request_id"] == request) & out["amount"].notna(), "amount"] = 1900
+    return out
+
+
+def test_attempts_that_disagree_on_the_amount_are_named(incidents: dict[str, Incident]) -> None:
+    from twice.web.figures import disagreements
+
+    incident = incidents["step_retry"]
+    assert disagreements(incident.analysis.groups[0]) == {}
+    changed = analyze(changed_amount(incident.analysis.timeline, incident.analysis))
+    assert disagreements(changed.groups[0]) == {"amount": ["900", "1900"]}

@@ -94,7 +94,12 @@ def busy_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, An
     path = tmp_path_factory.mktemp("busy") / "investigations.sqlite3"
     timeline = concat([_load(n) for n in BUSY_DAY_SAMPLES])
     analysis = analyze(timeline)
-    open_store(str(path)).create("Busy day upload", timeline, id=BUSY_DAY, analysis=analysis)
+    store = open_store(str(path))
+    store.create("Busy day upload", timeline, id=BUSY_DAY, analysis=analysis)
+    from tests.web.test_figures import changed_amount
+
+    step = _load("step_retry")
+    store.create("Changed amount", changed_amount(step, analyze(step)), id="changed-amount")
     with running_app({"TWICE_STORE": str(path)}) as url:
         yield url, analysis
 
@@ -259,4 +264,17 @@ def test_a_control_sample_lists_the_pairs_it_dismissed(busy_app: tuple[str, Any]
     assert "look-alike pair(s) dismissed" in body
     assert "719.2 h apart, beyond the 15.0 min" in body  # the renewal, a month later
     assert "nothing to explain" not in body
+    page.close()
+
+
+def test_the_verdict_warns_when_the_attempts_disagree(busy_app: tuple[str, Any],
+                                                      browser: Any) -> None:
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv=changed-amount&tab=verdict")
+    _verdict(page)
+    page.wait_for_function("document.body.innerText.includes('do not agree on')",
+                           timeout=30_000)
+    alert = page.locator("[data-testid='stAlert']").filter(has_text="do not agree on")
+    assert "amount (900, 1900)" in alert.inner_text()
     page.close()

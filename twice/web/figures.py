@@ -489,6 +489,24 @@ def _body(timeline: pd.DataFrame, attempt: pd.Series) -> str | None:
     return None
 
 
+# What every attempt of one logical call must share: one intended call charges one customer
+# one amount in one currency. Attempts that differ are a grouping to doubt, or a changed call.
+AGREE_FIELDS: list[tuple[str, str]] = [("customer", "subject"), ("amount", "amount"),
+                                       ("currency", "currency")]
+
+
+def disagreements(group: Group) -> dict[str, list[str]]:
+    """The fields that should agree across a group's attempts and do not: field -> the values
+    seen (in attempt order, each once; a missing value is not a disagreement)."""
+    out: dict[str, list[str]] = {}
+    for label, col in AGREE_FIELDS:
+        seen = [v for v in (_text(r.get(col)) for r in group.records) if v is not None]
+        values = list(dict.fromkeys(seen))
+        if len(values) > 1:
+            out[label] = values
+    return out
+
+
 def attempt_comparison(analysis: Analysis, group_id: str, first: str, second: str) -> pd.DataFrame:
     """Two attempts field by field: index = field, columns first, second, same (NA: neither)."""
     group = next((g for g in analysis.groups if g.group_id == group_id), None)

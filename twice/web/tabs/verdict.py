@@ -12,7 +12,7 @@ from twice.formats import money
 from twice.layers import LAYERS
 from twice.store import effective_overrides
 from twice.verdict import fmt_gap
-from twice.web.figures import attempt_comparison
+from twice.web.figures import attempt_comparison, disagreements
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text, shown_frame
 
@@ -36,6 +36,12 @@ def render(inv: Investigation) -> None:
     cols[1].metric("Gap", fmt_gap(dup.gap_seconds))
     cols[2].metric("Band", dup.band.value.replace("_", " "))
     cols[3].metric("Second effect", "no (protected)" if dup.protected else "yes")
+    differ = disagreements(group)
+    if differ:  # one intended call charges one customer one amount: these attempts do not
+        st.warning("The attempts of this call do not agree on "
+                   + "; ".join(f"**{field}** ({', '.join(md_text(v) for v in values)})"
+                               for field, values in differ.items())
+                   + ": check that they are one intended call before acting on the verdict.")
     if dup.alternatives:
         # the other layers the evidence cannot rule out: said as loudly as the verdict's doubt
         st.warning("\n".join(f"- {md_text(a.describe())}" for a in dup.alternatives))
