@@ -359,3 +359,20 @@ def test_attempts_that_disagree_on_the_amount_are_named(incidents: dict[str, Inc
     assert disagreements(incident.analysis.groups[0]) == {}
     changed = analyze(changed_amount(incident.analysis.timeline, incident.analysis))
     assert disagreements(changed.groups[0]) == {"amount": ["900", "1900"]}
+
+
+def test_a_calls_raw_records_name_their_file_and_line(incidents: dict[str, Incident]) -> None:
+    from twice.web.figures import call_records, record_text
+
+    analysis = incidents["step_retry"].analysis
+    group = analysis.groups[0]
+    records = call_records(analysis, group)
+    requests = set(group.attempts["request_id"].dropna())
+    assert requests <= set(records["request_id"].dropna())
+    assert records["label"].str.contains(r"stripe_logs\.jsonl:\d+").any()
+    logged = records[records["kind"] == Kind.PROVIDER_REQUEST.value].iloc[0]
+    text = json.loads(record_text(logged))
+    assert text["request_id"] == logged["request_id"] and text["origin"] == logged["origin"]
+    # the body as the provider logged it, parsed back into JSON
+    body = records[records["args"].notna() & (records["kind"] == "provider_request")].iloc[0]
+    assert isinstance(json.loads(record_text(body))["args"], dict)

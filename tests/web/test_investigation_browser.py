@@ -278,3 +278,39 @@ def test_the_verdict_warns_when_the_attempts_disagree(busy_app: tuple[str, Any],
     alert = page.locator("[data-testid='stAlert']").filter(has_text="do not agree on")
     assert "amount (900, 1900)" in alert.inner_text()
     page.close()
+
+
+def test_a_raw_record_is_shown_with_its_file_and_line(busy_app: tuple[str, Any],
+                                                      browser: Any) -> None:
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv=sample-step-retry&tab=verdict")
+    page.get_by_text("Raw records", exact=True).wait_for(timeout=90_000)
+    code = page.locator("[data-testid='stCode']").filter(has_text='"origin"').first
+    code.wait_for(timeout=30_000)
+    text = code.inner_text()
+    assert "sample_data/step_retry/checkpoints.sqlite" in text and '"subject"' in text
+    code.hover()
+    assert code.locator("button").count() >= 1  # copy
+    page.close()
+
+
+def test_uploaded_evidence_opens_and_its_records_name_the_uploaded_files(
+        busy_app: tuple[str, Any], browser: Any) -> None:
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/")
+    page.get_by_text("New investigation from files").click()
+    folder = ROOT / "sample_data" / "step_retry"
+    files = [str(p) for p in sorted(folder.iterdir()) if p.name not in ("truth.json",
+                                                                         "README.md")]
+    page.locator("[data-testid='stFileUploaderDropzoneInput']").first.set_input_files(files)
+    page.get_by_role("button", name="Analyse files").click(timeout=60_000)
+    heading, _ = _verdict(page)
+    assert heading.startswith("step_retry:") and "inv=" in page.url
+    page.get_by_text("Raw records", exact=True).wait_for(timeout=30_000)
+    code = page.locator("[data-testid='stCode']").filter(has_text='"origin"').first
+    text = code.inner_text()
+    assert '"origin": "checkpoints.sqlite' in text, text  # as uploaded, not a server path
+    assert "/tmp" not in page.locator("body").inner_text()
+    page.close()

@@ -8,6 +8,7 @@ with column operations only (no per-row Python).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from dataclasses import dataclass
 
@@ -487,6 +488,38 @@ def _body(timeline: pd.DataFrame, attempt: pd.Series) -> str | None:
             if len(found):
                 return str(found.iloc[0])
     return None
+
+
+# --- the raw records of a call ----------------------------------------------------------------
+
+def call_records(analysis: Analysis, group: Group) -> pd.DataFrame:
+    """The timeline rows that record the group's attempts (`attempt_rows`), oldest first, with
+    `label`: lane · time · where its source wrote it (file and line)."""
+    tl = analysis.timeline
+    rows = tl[attempt_rows(tl, group.attempts)].sort_values("at", kind="stable")
+    lane = rows["kind"].map(LANES).fillna(rows["kind"]).astype(str)
+    when = rows["at"].map(lambda t: iso(t, "milliseconds"))
+    return rows.assign(label=lane + " · " + when + " · " + rows["origin"].fillna(
+        rows["source"]).astype(str))
+
+
+def record_text(row: pd.Series) -> str:
+    """One record as JSON text: every field its source filled in (the body or arguments parsed
+    back into JSON when they are), control and bidi characters named."""
+    record: dict[str, object] = {}
+    for col, value in row.items():
+        text = _text(value)
+        if text is None or col in ("label",):
+            continue
+        if col == "args":
+            try:
+                record[str(col)] = json.loads(text)
+                continue
+            except ValueError:
+                pass
+        record[str(col)] = value if isinstance(value, int | float) and not isinstance(
+            value, bool) else text
+    return visible(json.dumps(record, indent=2, ensure_ascii=False, default=str))
 
 
 # What every attempt of one logical call must share: one intended call charges one customer

@@ -8,11 +8,11 @@ import streamlit as st
 
 from twice.clocks import THIN_LABEL, THIN_WHY, ClockOffset
 from twice.controls import MAX_PAIRS, dismissed_pairs
-from twice.formats import money
+from twice.formats import money, visible
 from twice.layers import LAYERS
 from twice.store import effective_overrides
 from twice.verdict import fmt_gap
-from twice.web.figures import attempt_comparison, disagreements
+from twice.web.figures import attempt_comparison, call_records, disagreements, record_text
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text, shown_frame
 
@@ -65,10 +65,29 @@ def render(inv: Investigation) -> None:
     st.subheader("The two attempts side by side")
     table = attempt_comparison(inv.analysis, group.group_id, dup.first, dup.second)
     st.dataframe(shown_frame(table), width="stretch")
+    _raw_records(inv)
     if inv.analysis.offsets:
         st.subheader("Clocks")
         for offset in inv.analysis.offsets:
             st.markdown(clock_markdown(offset))
+
+
+def _raw_records(inv: Investigation) -> None:
+    """Any record of the call as its source gave it, with the file and line it came from."""
+    if inv.group is None:
+        return
+    records = call_records(inv.analysis, inv.group)
+    if records.empty:
+        return
+    st.subheader("Raw records", anchor="raw-records")
+    labels = dict(zip(records.index, records["label"], strict=True))
+    picked = st.selectbox("Record", list(labels), format_func=lambda i: visible(labels[i]),
+                          key=f"raw_record:{inv.inv_id}:{inv.key}")
+    row = records.loc[picked]
+    origin = row["origin"] if isinstance(row["origin"], str) else row["source"]
+    st.caption(f"From {md_text(str(origin))} "
+               f"({md_text(str(row['source']))}); the copy button is at the block's corner.")
+    st.code(record_text(row), language="json")
 
 
 def _not_duplicates(inv: Investigation) -> None:
