@@ -314,3 +314,32 @@ def test_uploaded_evidence_opens_and_its_records_name_the_uploaded_files(
     assert '"origin": "checkpoints.sqlite' in text, text  # as uploaded, not a server path
     assert "/tmp" not in page.locator("body").inner_text()
     page.close()
+
+
+def test_a_box_drawn_on_the_timeline_is_the_links_window(busy_app: tuple[str, Any],
+                                                         browser: Any) -> None:
+    from urllib.parse import parse_qs
+
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv=sample-step-retry&tab=timeline")
+    chart = page.locator(".js-plotly-plot").first
+    chart.wait_for(timeout=90_000)
+    drag = page.locator(".js-plotly-plot .nsewdrag").first
+    drag.wait_for(state="attached", timeout=30_000)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
+    box = drag.bounding_box()
+    assert box is not None
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.3, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.6, y + 5, steps=8)
+    page.mouse.up()
+    page.wait_for_url(lambda u: "t0=" in u and "t1=" in u, timeout=30_000)
+    query = parse_qs(urlsplit(page.url).query)
+    assert query["inv"] == ["sample-step-retry"] and query["tab"] == ["timeline"]
+    # the link reopens that window: the axis is the box's stretch of time
+    page.goto(page.url)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=90_000)
+    page.get_by_role("button", name="Fit to the call again").wait_for(timeout=30_000)
+    page.close()

@@ -451,7 +451,9 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
         fitted = fitted_range(x, focus)
         if fitted is not None:
             fig.update_xaxes(range=list(fitted))
-    fig.update_layout(hovermode="closest", dragmode="zoom", height=120 + 45 * max(len(lanes), 1),
+    # a drawn box is a selection the page turns into the link's window (t0/t1)
+    fig.update_layout(hovermode="closest", dragmode="select", selectdirection="h",
+                      height=120 + 45 * max(len(lanes), 1),
                       legend={"orientation": "h", "y": -0.2}, margin={"t": 30})
     return fig
 
