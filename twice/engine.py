@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,6 +29,31 @@ class Options:
     bands: Bands = field(default_factory=Bands)
     window_s: float = 900.0  # same subject + amount inside this window = one logical call
     tolerance_s: float = 2.0  # the most clock error allowed when matching times across sources
+
+    def to_dict(self) -> dict[str, float]:
+        """What a saved investigation keeps, so reopening it gives the verdict it was saved
+        with (`from_dict` reads it back)."""
+        b = self.bands
+        return {"seconds": b.seconds, "tens_of_seconds": b.tens_of_seconds,
+                "retention": b.retention, "window_s": self.window_s,
+                "tolerance_s": self.tolerance_s}
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Any] | None) -> Options:
+        """The options `to_dict` wrote; nothing saved (an investigation saved before options
+        were kept) is the defaults, and so is each value that is missing or not a finite number
+        of seconds (0 or more)."""
+        default = cls()
+        values = default.to_dict()
+        for name, value in (saved or {}).items():
+            if name in values and isinstance(value, int | float) and not isinstance(value, bool) \
+                    and math.isfinite(value) and value >= 0:
+                values[name] = float(value)
+        bands = Bands(seconds=values["seconds"], tens_of_seconds=values["tens_of_seconds"],
+                      retention=values["retention"])
+        if not bands.seconds < bands.tens_of_seconds < bands.retention:
+            bands = default.bands  # edges out of order would misfile every gap
+        return cls(bands=bands, window_s=values["window_s"], tolerance_s=values["tolerance_s"])
 
 
 @dataclass

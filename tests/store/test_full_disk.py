@@ -45,13 +45,13 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 @contextmanager
 def full(disk: Path) -> Iterator[None]:
     filler = disk / "filler"
-    with open(filler, "wb") as out:
-        try:
+    try:  # closing the file flushes what the last write left buffered: it may fail too
+        with open(filler, "wb") as out:
             while True:
                 out.write(bytes(2**16))
                 out.flush()
-        except OSError:
-            pass
+    except OSError:
+        pass
     assert shutil.disk_usage(disk).free < 2**16
     try:
         yield

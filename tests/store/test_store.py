@@ -19,7 +19,8 @@ import psycopg
 import pytest
 
 from twice.connectors.registry import load_all, scan_folder
-from twice.engine import Analysis, analyze
+from twice.engine import Analysis, Options, analyze
+from twice.layers import Bands
 from twice.store import (
     InvestigationExists,
     InvestigationNotFound,
@@ -31,6 +32,7 @@ from twice.store import (
     default_store_path,
     effective_overrides,
     open_store,
+    prepare,
     valid_id,
 )
 from twice.store.postgres import MIGRATIONS as PG_MIGRATIONS
@@ -369,3 +371,90 @@ def test_postgres_errors_never_show_the_password(fresh_postgres_dsn: str) -> Non
     message = str(caught.value)
     assert password[1] not in message and "password authentication failed" in message
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+def test_the_analysis_options_are_kept(backend: Backend, step_retry: Incident) -> None:
+    options = Options(bands=Bands(seconds=5.0, tens_of_seconds=10.0, retention=6 * 3600.0),
+                      window_s=60.0, tolerance_s=0.5)
+    inv_id = backend.store.create("narrow bands", step_retry.timeline, options=options)
+    snap = backend.store.get(inv_id, timeline=False)
+    assert snap is not None and snap.options == options
+    # the summary was computed with them too: the 34 s gap is past a 10 s edge
+    assert analyze(step_retry.timeline, options=options).groups[0].duplicates[0].band \
+        != step_retry.analysis.groups[0].duplicates[0].band
+    plain = backend.store.get(save(backend.store, "defaults", step_retry))
+    assert plain is not None and plain.options == Options()
+
+
+def test_a_store_of_version_2_is_migrated_and_its_rows_read_as_defaults(
+        tmp_path: Path, request: pytest.FixtureRequest, step_retry: Incident) -> None:
+    for kind in ("sqlite", "postgres"):
+        if kind == "sqlite":
+            url = str(tmp_path / "old.sqlite3")
+            old: Store = SqliteStore(url, migrations=SQLITE_MIGRATIONS[:2])
+        else:
+            url = request.getfixturevalue("fresh_postgres_dsn")
+            old = PostgresStore(url, migrations=PG_MIGRATIONS[:2])
+        # what twice wrote before options were kept: the version 2 columns only
+        p = prepare("old", step_retry.timeline, provider="stripe", sources=(), warnings=(),
+                    tags=(), inv_id="old-one", analysis=step_retry.analysis)
+        with old.transaction(write=True) as tx:
+            tx.execute(
+                "INSERT INTO investigations (id, title, created_at, provider, group_count, "
+                "worst_layer, layers, money_at_risk, sources, tags, warnings, search_text) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [p.summary.id, p.summary.title, p.summary.created_at, "stripe", 1,
+                 p.summary.worst_layer, p.layers, {}, [], [], [], p.search_text])
+            tx.execute("INSERT INTO timelines (investigation_id, parquet) VALUES (?, ?)",
+                       ["old-one", p.parquet])
+        assert old.schema_version() == 2
+        store = open_store(url)
+        assert store.schema_version() == len(SQLITE_MIGRATIONS) >= 3
+        snap = store.get("old-one")
+        assert snap is not None and snap.options == Options(), kind
+        assert len(snap.timeline) == len(step_retry.timeline)
+
+
+@pytest.fixture(scope="module")
+def busy_day() -> Incident:
+    """Five incidents in one upload: five duplicate groups, five customers."""
+    from twice.timeline import concat
+
+    timeline = concat([_load(n) for n in ("step_retry", "redelivery", "sdk_retry",
+                                          "gateway_retry", "model_reemission")])
+    return Incident(timeline, analyze(timeline))
+
+
+def test_search_lands_on_the_duplicate_asked_about(backend: Backend, busy_day: Incident) -> None:
+    inv_id = save(backend.store, "busy day", busy_day)
+    groups = {g.worst_layer.value: g for g in busy_day.analysis.groups if g.worst_layer}
+    newest = busy_day.analysis.groups[0]
+
+    def found(term: str) -> set[str]:
+        hits = backend.store.search_duplicates(term)
+        assert all(h.investigation.id == inv_id for h in hits)
+        return {h.duplicate.group_id for h in hits}
+
+    redelivery = groups["redelivery"]
+    assert redelivery is not newest
+    assert found("cus_ZBAwnAjde5AD75") == {redelivery.group_id}
+    # an amount, as written on the invoice or in minor units: whole amounts only
+    assert found("29.00") == found("2900") == found("$29") == {redelivery.group_id}
+    assert found("9.00") == {groups["step_retry"].group_id, groups["sdk_retry"].group_id}
+    assert found("49.00") == {groups["model_reemission"].group_id}
+    # the charge of the sdk retry's second attempt, named only by the provider's events
+    second = next(r for r in groups["sdk_retry"].records
+                  if r["attempt_id"] == groups["sdk_retry"].duplicates[0].second)
+    charge = str(second["object_id"]).replace("pi_", "ch_")
+    assert found(charge) == found(str(second["object_id"])) == {groups["sdk_retry"].group_id}
+    assert found(str(second["request_id"]).upper()) == {groups["sdk_retry"].group_id}
+    assert found("cus_ZBAwnAjde5AD75 49.00") == set()
+    hit = backend.store.search_duplicates("cus_WrcAXdGAH5bSQW")[0].duplicate
+    assert (hit.customer, hit.amount, hit.currency, hit.layer) == (
+        "cus_WrcAXdGAH5bSQW", 900, "usd", "step_retry")
+    assert hit.dup_key == f"{groups['step_retry'].group_id}:" \
+        f"{groups['step_retry'].duplicates[0].second}"
+    # the investigations list finds it by an amount too
+    assert [s.id for s in backend.store.list(search="29.00")] == [inv_id]
+    backend.store.delete(inv_id)
+    assert backend.store.search_duplicates("cus_ZBAwnAjde5AD75") == []

@@ -20,9 +20,11 @@ from twice.web.figures import (
     AGGREGATE_NAME,
     ATTEMPTS_LINE_NAME,
     GAP_FLOOR_S,
+    LANE_TABLE,
     LANES,
     LAYER_COLORS,
     SELECTED_NAME,
+    SELECTED_RING,
     attempt_comparison,
     duplicates_frame,
     gaps_figure,
@@ -172,12 +174,13 @@ def test_timeline_has_a_lane_per_source_kind(incidents: dict[str, Incident]) -> 
     lanes = _lane_traces(fig)
     assert set(lanes) == set(LANES.values())  # redelivery has every kind, queue receives too
     assert all(t.type == "scatter" for t in fig.data)  # SVG: drawn without WebGL too
+    # the first lane on top; each lane's records at its height (spread within it)
+    assert list(fig.layout.yaxis.ticktext) == list(LANES.values())
+    height = dict(zip(fig.layout.yaxis.ticktext, fig.layout.yaxis.tickvals, strict=True))
     for kind, label in LANES.items():
         trace = lanes[label]
-        assert set(trace.y) == {label}
+        assert all(abs(y - height[label]) < 0.4 for y in trace.y), label
         assert len(trace.x) == (analysis.timeline["kind"] == kind).sum()
-    assert list(fig.layout.yaxis.categoryarray) == [
-        label for label in reversed(LANES.values())]
     hover = " ".join(lanes["provider requests"].text)
     assert "request id: req_" in hover and "idempotency key: " in hover
 
@@ -281,3 +284,95 @@ def test_attempt_comparison_of_step_retry(incidents: dict[str, Incident]) -> Non
     assert not objects["same"]
     assert table.loc["amount", "same"] and table.loc["args / body", "same"]
     assert str(table.loc["time (raw)", "first"]).endswith("Z")
+
+
+def _naive(ts: pd.Timestamp) -> pd.Timestamp:
+    return ts.tz_convert("UTC").tz_localize(None)
+
+
+def test_timeline_opens_on_the_selected_call_despite_a_stray_record(
+        incidents: dict[str, Incident]) -> None:
+    analysis = incidents["step_retry"].analysis
+    group = analysis.groups[0]
+    # one record five weeks later (a stray export row): the axis must not span five weeks
+    stray = analysis.timeline.iloc[[0]].copy()
+    stray["at"] = stray["at_aligned"] = stray["at"] + pd.Timedelta(days=35)
+    stray.index = [analysis.timeline.index.max() + 1]
+    widened = Analysis(groups=analysis.groups, attempts=analysis.attempts,
+                       timeline=pd.concat([analysis.timeline, stray]),
+                       offsets=analysis.offsets, warnings=[])
+    first, last = group.attempts["at"].min(), group.attempts["at"].max()
+    lo, hi = (pd.Timestamp(t) for t in timeline_figure(
+        widened, selected_group=group.group_id).layout.xaxis.range)
+    assert lo < _naive(first) and hi > _naive(last)  # every attempt in view, with context
+    assert hi - lo < (last - first) * 2 + pd.Timedelta(minutes=2)
+    # no call selected: the bulk of the rows, not the stray one
+    lo, hi = (pd.Timestamp(t) for t in timeline_figure(widened).layout.xaxis.range)
+    assert hi < _naive(stray["at"].iloc[0]) - pd.Timedelta(days=30)
+
+
+def test_timeline_ring_is_visible_and_lane_colours_are_fixed(
+        incidents: dict[str, Incident]) -> None:
+    colours: dict[str, set[str]] = {}
+    for incident in incidents.values():
+        analysis = incident.analysis
+        group = analysis.groups[0].group_id if analysis.groups else None
+        fig = timeline_figure(analysis, selected_group=group)
+        for name, trace in _lane_traces(fig).items():
+            colours.setdefault(name, set()).add(trace.marker.color)
+        if group is not None:
+            ring = {t.name: t for t in fig.data}[SELECTED_NAME].marker
+            # an open symbol is drawn in marker.color: a transparent one draws nothing
+            assert ring.symbol == "circle-open" and ring.color == SELECTED_RING
+    # one colour per lane, whatever the investigation, and no two lanes alike
+    assert all(len(c) == 1 for c in colours.values()), colours
+    assert {name: c.pop() for name, c in colours.items()} == {
+        lane.name: lane.colour for lane in LANE_TABLE.values() if lane.name in colours}
+    assert len({lane.colour for lane in LANE_TABLE.values()}) == len(LANE_TABLE)
+
+
+def test_records_at_the_same_time_in_a_lane_are_drawn_apart(
+        incidents: dict[str, Incident]) -> None:
+    analysis = incidents["step_retry"].analysis
+    events = _lane_traces(timeline_figure(analysis))["provider events"]
+    points = pd.DataFrame({"x": [pd.Timestamp(x) for x in events.x], "y": list(events.y)})
+    same_time = points[points.duplicated("x", keep=False)]
+    assert len(same_time), "Stripe writes a PaymentIntent's events in the same second"
+    # each record at one time has a height of its own: none hides another
+    assert not same_time.duplicated(["x", "y"]).any()
+
+
+def changed_amount(timeline: pd.DataFrame, analysis: Analysis) -> pd.DataFrame:
+    """The step retry with its second attempt charging 19.00 instead of 9.00 (same tool call)."""
+    second = analysis.groups[0].duplicates[0].second
+    request = next(str(r["request_id"]) for r in analysis.groups[0].records
+                   if r["attempt_id"] == second)
+    out = timeline.copy()
+    out.loc[(out["request_id"] == request) & out["amount"].notna(), "amount"] = 1900
+    return out
+
+
+def test_attempts_that_disagree_on_the_amount_are_named(incidents: dict[str, Incident]) -> None:
+    from twice.web.figures import disagreements
+
+    incident = incidents["step_retry"]
+    assert disagreements(incident.analysis.groups[0]) == {}
+    changed = analyze(changed_amount(incident.analysis.timeline, incident.analysis))
+    assert disagreements(changed.groups[0]) == {"amount": ["900", "1900"]}
+
+
+def test_a_calls_raw_records_name_their_file_and_line(incidents: dict[str, Incident]) -> None:
+    from twice.web.figures import call_records, record_text
+
+    analysis = incidents["step_retry"].analysis
+    group = analysis.groups[0]
+    records = call_records(analysis, group)
+    requests = set(group.attempts["request_id"].dropna())
+    assert requests <= set(records["request_id"].dropna())
+    assert records["label"].str.contains(r"stripe_logs\.jsonl:\d+").any()
+    logged = records[records["kind"] == Kind.PROVIDER_REQUEST.value].iloc[0]
+    text = json.loads(record_text(logged))
+    assert text["request_id"] == logged["request_id"] and text["origin"] == logged["origin"]
+    # the body as the provider logged it, parsed back into JSON
+    body = records[records["args"].notna() & (records["kind"] == "provider_request")].iloc[0]
+    assert isinstance(json.loads(record_text(body))["args"], dict)

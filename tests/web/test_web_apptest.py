@@ -75,7 +75,10 @@ def test_a_note_is_saved_with_the_investigation(store_path: Path) -> None:
 
 def test_controls_have_no_verdict(store_path: Path) -> None:
     at = run({"inv": "sample-control-new-turn", "tab": "verdict"})
-    assert any("nothing to explain" in s.value for s in at.success)
+    assert any("No logical call executed more than once" in s.value for s in at.success)
+    assert not at.header  # no verdict heading
+    assert [h.value for h in at.subheader] == ["Not a duplicate"]
+    assert any("look-alike pair(s) dismissed" in m.value for m in at.markdown)
 
 
 def test_the_exported_incident_folder_reloads_to_the_same_verdicts(

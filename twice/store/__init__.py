@@ -20,6 +20,8 @@ from twice.store.errors import (
 )
 from twice.store.location import default_store_path, open_store
 from twice.store.model import (
+    DuplicateHit,
+    DuplicateRow,
     Note,
     Override,
     Snapshot,
@@ -33,7 +35,8 @@ from twice.store.prepare import Prepared, prepare
 from twice.store.sql import Store, Transaction
 
 __all__ = [
-    "InvestigationExists", "InvestigationNotFound", "Note", "Override", "Prepared", "Snapshot",
+    "DuplicateHit", "DuplicateRow", "InvestigationExists", "InvestigationNotFound", "Note",
+    "Override", "Prepared", "Snapshot",
     "Store", "StoreError", "StoreFull", "StoreReadOnly", "Summary", "Transaction", "WarningLike",
     "default_store_path", "effective_overrides", "new_id", "open_store", "prepare", "valid_id",
 ]

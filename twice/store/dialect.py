@@ -63,7 +63,7 @@ def _sqlite_savepoint(conn: sqlite3.Connection) -> Iterator[None]:
 SQLITE = Dialect(
     name="sqlite",
     types={"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "time": "TEXT", "json": "TEXT",
-           "bytes": "BLOB", "bool": "INTEGER", "float": "REAL"},
+           "bytes": "BLOB", "bool": "INTEGER", "float": "REAL", "bigint": "INTEGER"},
     placeholder="?",
     write=_sqlite_value,
     unique_violation=sqlite3.IntegrityError,
@@ -85,7 +85,7 @@ def postgres() -> Dialect:
         name="postgresql",
         types={"serial": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
                "time": "TIMESTAMPTZ", "json": "JSONB", "bytes": "BYTEA", "bool": "BOOLEAN",
-               "float": "DOUBLE PRECISION"},
+               "float": "DOUBLE PRECISION", "bigint": "BIGINT"},
         placeholder="%s",
         write=value,
         unique_violation=errors.UniqueViolation,

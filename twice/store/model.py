@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import pandas as pd
 
+from twice.engine import Options
 from twice.timeline import SourceWarning
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -61,6 +62,29 @@ class Summary:
     tags: list[str]
 
 
+@dataclass(frozen=True)
+class DuplicateRow:
+    """One duplicate of a saved investigation, as a search finds it: which one (its key is the
+    link's `dup=`), its verdict's layer and gap, and whose money it took."""
+
+    dup_key: str
+    group_id: str
+    layer: str
+    gap_seconds: float
+    at: datetime | None  # the second attempt's time, UTC
+    customer: str | None
+    amount: int | None  # minor units
+    currency: str | None
+
+
+@dataclass(frozen=True)
+class DuplicateHit:
+    """A duplicate a search found, with the investigation that holds it."""
+
+    investigation: Summary
+    duplicate: DuplicateRow
+
+
 @dataclass
 class Snapshot:
     summary: Summary
@@ -68,6 +92,8 @@ class Snapshot:
     notes: list[Note]  # oldest first
     overrides: list[Override]  # oldest first; see effective_overrides
     warnings: list[dict[str, Any]]
+    # what it was analysed with when saved (the defaults for one saved before they were kept)
+    options: Options = field(default_factory=Options)
 
 
 def valid_id(inv_id: object) -> bool:

@@ -5,23 +5,35 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import pandas as pd
 
 from twice.connectors.provider.timeline_file import to_bytes
-from twice.engine import Analysis, analyze
+from twice.engine import Analysis, Group, Options
+from twice.failure import SOURCE as FAILURE_SOURCE
+from twice.failure import analyze_or_keep
+from twice.formats import minor_unit_exponent
 from twice.layers import LAYERS
 from twice.store.dialect import dumps, loads
-from twice.store.model import Summary, WarningLike, new_id, valid_id
+from twice.store.model import DuplicateRow, Summary, WarningLike, new_id, valid_id
 from twice.timeline import validate
 
 # Timeline columns whose values a user may paste into the search box to find an investigation.
 SEARCH_COLUMNS = ("subject", "thread_id", "request_id", "tool_call_id", "object_id", "event_id",
                   "idempotency_key", "trace_id", "message_id")
+# An attempt's fields a user may paste to find its duplicate (the charge id, found in the
+# provider's events of the attempt's request, is added to them).
+ATTEMPT_SEARCH_FIELDS = ("subject", "request_id", "object_id", "idempotency_key",
+                         "tool_call_id", "thread_id", "currency")
+# A search term that is an amount ("49.00", "4900", "$49"): matched as a whole amount, not as
+# part of one ("900" is not "4900")
+AMOUNT_TERM = re.compile(r"[$€£¥]?(\d+(?:\.\d+)?)")
 
 
 @dataclass(frozen=True)
@@ -29,22 +41,32 @@ class Prepared:
     """Everything `create` writes, computed before the transaction opens."""
 
     summary: Summary
+    duplicates: list[tuple[DuplicateRow, str]]  # each with its search text
     layers: str  # every layer found, space-delimited (" a b "), for the layer filter
     search_text: str
     parquet: bytes
     warnings: list[dict[str, Any]]  # JSON-safe
+    options: dict[str, float]  # the engine options it was analysed with (Options.to_dict)
 
 
 def prepare(title: str, timeline: pd.DataFrame, *, provider: str, sources: Sequence[str],
             warnings: Sequence[WarningLike], tags: Sequence[str],
-            inv_id: str | None, analysis: Analysis | None = None) -> Prepared:
+            inv_id: str | None, analysis: Analysis | None = None,
+            options: Options | None = None) -> Prepared:
+    """`analysis`, when given, was made with `options` (the defaults when None): both are
+    kept, so the investigation reopens with the verdict it was saved with."""
+    options = options or Options()
     if inv_id is None:
         inv_id = new_id()
     elif not valid_id(inv_id):
         raise ValueError(f"invalid investigation id {inv_id!r}: use 1-64 of A-Z a-z 0-9 _ -")
     validate(timeline)
+    kept = list(warnings)
     if analysis is None:
-        analysis = analyze(timeline)
+        # an analysis that fails still saves what loaded, with the failure as its warning
+        analysis, failure = analyze_or_keep(timeline, options=options)
+        if failure is not None:
+            kept.append({"source": FAILURE_SOURCE, "detail": failure.describe()})
     money: dict[str, int] = {}
     worst = []
     layers: set[str] = set()
@@ -65,11 +87,86 @@ def prepare(title: str, timeline: pd.DataFrame, *, provider: str, sources: Seque
     ids: set[str] = set()
     for column in SEARCH_COLUMNS:
         ids.update(timeline[column].dropna().astype(str))
-    # without NUL: SQLite's LIKE stops at the first one, hiding every id after it
-    search_text = "\n".join([title, *clean_tags, *sorted(ids)]).lower().replace("\x00", "")
-    return Prepared(summary=summary, layers=f" {' '.join(sorted(layers))} ",
+    for group in analysis.groups:
+        for r in group.records:
+            ids.update(amount_tokens(r["amount"], r["currency"]))
+    search_text = _search_text([title, *clean_tags, *sorted(ids)])
+    return Prepared(summary=summary, duplicates=duplicate_rows(analysis, timeline),
+                    layers=f" {' '.join(sorted(layers))} ",
                     search_text=search_text, parquet=to_bytes(timeline),
-                    warnings=loads(dumps([_warning_dict(w) for w in warnings])))
+                    warnings=loads(dumps([_warning_dict(w) for w in kept])),
+                    options=options.to_dict())
+
+
+def _search_text(tokens: Sequence[str]) -> str:
+    # one token a line, a line break at both ends (whole tokens match "%\ntoken\n%"); without
+    # NUL: SQLite's LIKE stops at the first one, hiding every id after it
+    return ("\n" + "\n".join(tokens) + "\n").lower().replace("\x00", "")
+
+
+def _missing(value: Any) -> bool:
+    return value is None or value is pd.NA or value is pd.NaT or (
+        isinstance(value, float) and value != value)
+
+
+def amount_tokens(amount: Any, currency: Any) -> list[str]:
+    """How a user may write an amount: minor units ("4900"), and in the currency's unit
+    ("49.00", "49" when whole)."""
+    if _missing(amount):
+        return []
+    minor = int(amount)
+    places = minor_unit_exponent(str(currency)) if isinstance(currency, str) else 2
+    tokens = [str(minor)]
+    if places:
+        tokens.append(f"{Decimal(minor).scaleb(-places):.{places}f}")
+        if minor % 10**places == 0:
+            tokens.append(str(minor // 10**places))
+    return tokens
+
+
+def amount_term(term: str) -> str | None:
+    """The amount a search term names, as `amount_tokens` writes it ("$49.00" -> "49.00");
+    None when it is not an amount."""
+    match = AMOUNT_TERM.fullmatch(term.replace(",", ""))
+    return match[1] if match else None
+
+
+def duplicate_rows(analysis: Analysis, timeline: pd.DataFrame) -> list[tuple[DuplicateRow, str]]:
+    """One row per duplicate, each with the search text of its two attempts: their ids, the
+    customer, the amount as a user writes it, and the charges the provider's events of their
+    requests name."""
+    events = timeline.loc[timeline["kind"] == "provider_event", ["request_id", "object_id"]]
+    events = events.dropna()
+    objects = events.groupby("request_id")["object_id"].agg(lambda v: sorted(set(map(str, v))))
+    out: list[tuple[DuplicateRow, str]] = []
+    for group in analysis.groups:
+        by_id = {str(r["attempt_id"]): r for r in group.records}
+        for d in group.duplicates:
+            pair = [by_id[a] for a in (d.first, d.second) if a in by_id]
+            second: Mapping[str, Any] = by_id.get(d.second, {})
+            tokens = [d.first, d.second]
+            for r in pair:
+                tokens += [str(r[f]) for f in ATTEMPT_SEARCH_FIELDS if not _missing(r.get(f))]
+                tokens += amount_tokens(r.get("amount"), r.get("currency"))
+                if not _missing(r.get("request_id")):
+                    tokens += objects.get(str(r["request_id"]), [])
+            row = DuplicateRow(
+                dup_key=f"{group.group_id}:{d.second}", group_id=group.group_id,
+                layer=d.layer.value, gap_seconds=float(d.gap_seconds),
+                at=None if _missing(second.get("at"))
+                else pd.Timestamp(second["at"]).floor("us").to_pydatetime(),
+                customer=_customer(group, second),
+                amount=None if _missing(second.get("amount")) else int(second["amount"]),
+                currency=None if _missing(second.get("currency")) else str(second["currency"]))
+            out.append((row, _search_text(list(dict.fromkeys(tokens)))))
+    return out
+
+
+def _customer(group: Group, attempt: Mapping[str, Any]) -> str | None:
+    if isinstance(attempt.get("subject"), str):
+        return str(attempt["subject"])
+    subjects = [str(r["subject"]) for r in group.records if isinstance(r["subject"], str)]
+    return max(set(subjects), key=subjects.count) if subjects else None
 
 
 def _warning_dict(warning: Any) -> dict[str, Any]:

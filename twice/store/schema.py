@@ -1,7 +1,7 @@
 """The store's tables, written once for both databases (`{time}`, `{json}`, ... are the
 dialect's column types, `twice.store.dialect`).
 
-Schema version N is VERSIONS[:N] applied, in order, at open. Version 3 is one more tuple
+Schema version N is VERSIONS[:N] applied, in order, at open. Version 4 is one more tuple
 appended here.
 """
 
@@ -106,7 +106,29 @@ SWEEPS = (
     "CREATE INDEX sweep_groups_first ON sweep_groups (sweep_id, first_at)",
 )
 
-VERSIONS: tuple[tuple[str, ...], ...] = (INVESTIGATIONS, SWEEPS)
+# Version 3: the engine options an investigation was analysed with (bands, grouping window,
+# clock tolerance, key retention), so its links reopen the same verdict; a row saved before has
+# NULL, read as the defaults (twice.engine.Options.from_dict). And one row per duplicate, with
+# the ids, customer and amount of its two attempts, so a search lands on the duplicate asked
+# about (an investigation saved before has none: its hits open the investigation).
+VERSION_3 = (
+    "ALTER TABLE investigations ADD COLUMN options {json}",
+    """CREATE TABLE duplicates (
+        investigation_id TEXT NOT NULL REFERENCES investigations (id) ON DELETE CASCADE,
+        dup_key TEXT NOT NULL,             -- "<group_id>:<second attempt id>" (links' dup=)
+        group_id TEXT NOT NULL,
+        layer TEXT NOT NULL,
+        gap_seconds {float} NOT NULL,
+        at {time},                         -- the second attempt's
+        customer TEXT,
+        amount {bigint},                   -- minor units
+        currency TEXT,
+        search_text TEXT NOT NULL,         -- lower-case tokens, one a line
+        PRIMARY KEY (investigation_id, dup_key)
+    )""",
+)
+
+VERSIONS: tuple[tuple[str, ...], ...] = (INVESTIGATIONS, SWEEPS, VERSION_3)
 # What marks a database as twice's store: the first migration creates both in one transaction,
 # so a store has both, or is new. A database with other tables and not these is not opened.
 OWN_TABLES = frozenset({"schema_version", "investigations"})

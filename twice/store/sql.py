@@ -13,11 +13,20 @@ from typing import Any
 
 import pandas as pd
 
-from twice.engine import Analysis
+from twice.engine import Analysis, Options
 from twice.store.dialect import Dialect, loads
 from twice.store.errors import InvestigationExists, InvestigationNotFound, StoreError
-from twice.store.model import Note, Override, Snapshot, Summary, WarningLike, valid_id
-from twice.store.prepare import Prepared, prepare, timeline_from_parquet
+from twice.store.model import (
+    DuplicateHit,
+    DuplicateRow,
+    Note,
+    Override,
+    Snapshot,
+    Summary,
+    WarningLike,
+    valid_id,
+)
+from twice.store.prepare import Prepared, amount_term, prepare, timeline_from_parquet
 from twice.store.schema import SCHEMA_VERSION_TABLE, Migration
 from twice.timeline import empty_timeline
 
@@ -65,11 +74,12 @@ class Store(ABC):
     def create(self, title: str, timeline: pd.DataFrame, *, provider: str = "stripe",
                sources: Sequence[str] = (), warnings: Sequence[WarningLike] = (),
                tags: Sequence[str] = (), id: str | None = None,
-               analysis: Analysis | None = None) -> str:
-        """Save a snapshot; returns its id. `analysis`: `analyze(timeline)` if the caller has it
-        already (saves recomputing it)."""
+               analysis: Analysis | None = None, options: Options | None = None) -> str:
+        """Save a snapshot; returns its id. `options`: the engine's (kept with it: reopened, it
+        is analysed with them again); `analysis`: `analyze(timeline, options=options)` if the
+        caller has it already (saves recomputing it)."""
         p = prepare(title, timeline, provider=provider, sources=sources, warnings=warnings,
-                    tags=tags, inv_id=id, analysis=analysis)
+                    tags=tags, inv_id=id, analysis=analysis, options=options)
         with self.transaction(write=True) as tx:
             insert_investigation(tx, p)
         return p.summary.id
@@ -82,7 +92,7 @@ class Store(ABC):
         with self.transaction() as tx:  # one read snapshot for the three queries
             parquet = "parquet" if timeline else "NULL AS parquet"
             rows = tx.execute(
-                f"SELECT {SUMMARY_COLUMNS}, warnings, {parquet} FROM investigations "
+                f"SELECT {SUMMARY_COLUMNS}, warnings, options, {parquet} FROM investigations "
                 "JOIN timelines ON timelines.investigation_id = investigations.id "
                 "WHERE id = ?", [inv_id])
             if not rows:
@@ -97,7 +107,32 @@ class Store(ABC):
                         else empty_timeline(),
                         notes=[note_from_row(r) for r in notes],
                         overrides=[override_from_row(r) for r in overrides],
-                        warnings=loads(row["warnings"]))
+                        warnings=loads(row["warnings"]),
+                        options=Options.from_dict(loads(row["options"])
+                                                  if row["options"] is not None else None))
+
+    def search_duplicates(self, search: str, limit: int = 50) -> list[DuplicateHit]:
+        """The duplicates whose two attempts hold every word of `search` (a customer, an
+        amount as "49.00" or "4900", a charge, PaymentIntent, request or tool call id), newest
+        investigation first. An amount matches whole ("900" is not "4900")."""
+        where: list[str] = []
+        params: list[Any] = []
+        for term in search.lower().split():
+            amount = amount_term(term)
+            where.append("d.search_text LIKE ? ESCAPE '\\'")
+            params.append(like_pattern(term) if amount is None
+                          else "%\n" + like_pattern(amount)[1:-1] + "\n%")
+        if not where:
+            return []
+        with self.transaction() as tx:
+            rows = tx.execute(
+                f"SELECT {SUMMARY_COLUMNS}, d.dup_key, d.group_id, d.layer, d.gap_seconds, "
+                "d.at, d.customer, d.amount, d.currency FROM duplicates d "
+                "JOIN investigations ON investigations.id = d.investigation_id "
+                f"WHERE {' AND '.join(where)} "
+                "ORDER BY investigations.created_at DESC, investigations.seq DESC, d.at DESC, "
+                "d.dup_key LIMIT ?", [*params, int(limit)])
+        return [DuplicateHit(summary_from_row(r), duplicate_from_row(r)) for r in rows]
 
     def list(self, search: str = "", layer: str | None = None) -> list[Summary]:
         """Newest first; every word of `search` must be in the title, a tag or an id."""
@@ -157,17 +192,23 @@ def insert_investigation(tx: Transaction, p: Prepared, *, if_new: bool = False) 
         with tx.savepoint():  # a taken id is reported as such, the transaction stays usable
             inserted = tx.write(
                 "INSERT INTO investigations (id, title, created_at, provider, group_count, "
-                "worst_layer, layers, money_at_risk, sources, tags, warnings, search_text) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                "worst_layer, layers, money_at_risk, sources, tags, warnings, search_text, "
+                "options) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 + (" ON CONFLICT (id) DO NOTHING" if if_new else ""),
                 [s.id, s.title, s.created_at, s.provider, s.groups, s.worst_layer, p.layers,
-                 s.money_at_risk, s.sources, s.tags, p.warnings, p.search_text])
+                 s.money_at_risk, s.sources, s.tags, p.warnings, p.search_text, p.options])
     except tx.dialect.unique_violation:
         raise InvestigationExists(f"an investigation with id {s.id!r} exists") from None
     if not inserted:
         return False
     tx.execute("INSERT INTO timelines (investigation_id, parquet) VALUES (?, ?)",
                [s.id, p.parquet])
+    for d, text in p.duplicates:
+        tx.execute("INSERT INTO duplicates (investigation_id, dup_key, group_id, layer, "
+                   "gap_seconds, at, customer, amount, currency, search_text) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   [s.id, d.dup_key, d.group_id, d.layer, d.gap_seconds, d.at, d.customer,
+                    d.amount, d.currency, text])
     return True
 
 
@@ -214,6 +255,15 @@ def summary_from_row(row: Mapping[str, Any]) -> Summary:
                    provider=row["provider"], groups=int(row["groups"]),
                    worst_layer=row["worst_layer"], money_at_risk=loads(row["money_at_risk"]),
                    sources=loads(row["sources"]), tags=loads(row["tags"]))
+
+
+def duplicate_from_row(row: Mapping[str, Any]) -> DuplicateRow:
+    return DuplicateRow(dup_key=row["dup_key"], group_id=row["group_id"], layer=row["layer"],
+                        gap_seconds=float(row["gap_seconds"]),
+                        at=None if row["at"] is None else read_time(row["at"]),
+                        customer=row["customer"],
+                        amount=None if row["amount"] is None else int(row["amount"]),
+                        currency=row["currency"])
 
 
 def note_from_row(row: Mapping[str, Any]) -> Note:

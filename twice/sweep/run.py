@@ -242,7 +242,8 @@ def sweep_batch(store: Store, sweep_id: str, plan: Plan, chunks: Sequence[int],
                      f"{f.first_at:%Y-%m-%d %H:%M} UTC")
             prepared.append(prepare(title, rows, provider=provider, sources=source_names,
                                     warnings=(), tags=["sweep", sweep_id, f.layer or "none"],
-                                    inv_id=f.investigation_id, analysis=sliced))
+                                    inv_id=f.investigation_id, analysis=sliced,
+                                    options=options))
     done = [ChunkDone(chunk=i, start=s.to_pydatetime(), end=e.to_pydatetime(),
                       groups=owned_by[i]) for i, (s, e) in zip(chunks, windows, strict=True)]
     commit_chunks(store, sweep_id, done, prepared)

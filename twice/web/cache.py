@@ -10,15 +10,18 @@ from pathlib import Path
 import streamlit as st
 
 from twice.connectors import registry
-from twice.engine import Analysis, analyze
+from twice.engine import Analysis
+from twice.failure import AnalysisFailure, analyze_or_keep
 from twice.store import (
     InvestigationExists,
     InvestigationNotFound,
     Note,
+    Snapshot,
     Store,
     StoreReadOnly,
     open_store,
 )
+from twice.timeline import SourceWarning
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_data"
 
@@ -54,11 +57,21 @@ def _import_samples(store: Store) -> None:
 
 
 @st.cache_resource(max_entries=32)
-def get_analysis(inv_id: str, _store: Store) -> Analysis:
+def get_analysis(inv_id: str, _store: Store) -> tuple[Analysis, AnalysisFailure | None]:
     """The investigation's analysis, cached by id: a snapshot's timeline never changes, so it is
     read from the store and analysed once, not on every click (its notes and overrides, which
-    do change, are read on every run)."""
+    do change, are read on every run). An analysis that fails gives the timeline without
+    groups and the failure (`twice.failure`): the page says it and keeps what loaded."""
     snapshot = _store.get(inv_id)
     if snapshot is None:  # deleted since the caller looked (an exception is not cached)
         raise InvestigationNotFound(f"investigation {inv_id!r} not found")
-    return analyze(snapshot.timeline)
+    return analysis_of(snapshot)
+
+
+def analysis_of(snapshot: Snapshot) -> tuple[Analysis, AnalysisFailure | None]:
+    """A saved investigation analysed as it was saved: with its options (a sweep's link opens
+    the verdict the sweep reported) and the warnings loading reported (the page, the JSON
+    export and the HTML report show them)."""
+    warnings = [SourceWarning(source=str(w.get("source", "")), detail=str(w.get("detail", "")))
+                for w in snapshot.warnings]
+    return analyze_or_keep(snapshot.timeline, warnings, snapshot.options)

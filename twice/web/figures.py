@@ -8,14 +8,16 @@ with column operations only (no per-row Python).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from twice.engine import Analysis, Group
-from twice.formats import INVISIBLE, iso, utc, visible
+from twice.formats import INVISIBLE, iso, money, utc, visible
 from twice.layers import LAYERS, Band, Bands, Layer, usual_suspects
 from twice.store.links import DuplicateKey
 from twice.timeline import Kind
@@ -40,25 +42,41 @@ _BAND_FILLS: dict[Band, str] = {
 GAP_FLOOR_S = 0.01
 
 DUPLICATE_COLUMNS = ["key", "group_id", "first", "second", "gap_seconds", "band", "layer",
-                     "confidence", "protected", "tool_name", "thread_id", "at"]
+                     "confidence", "protected", "tool_name", "thread_id", "at", "customer",
+                     "amount"]
 
 # Timeline lanes, top to bottom: the provider's view first, then the agent's from the wire inwards.
-LANES: dict[str, str] = {
-    Kind.PROVIDER_REQUEST.value: "provider requests",
-    Kind.PROVIDER_EVENT.value: "provider events",
-    Kind.HTTP_SPAN.value: "HTTP spans",
-    Kind.TOOL_SPAN.value: "tool spans",
-    Kind.TOOL_RESULT.value: "tool results",
-    Kind.TOOL_CALL.value: "tool calls",
-    Kind.CHECKPOINT.value: "checkpoints",
-    Kind.QUEUE_RECEIVE.value: "queue receives",
+# One row per kind of record: its lane's name, marker and colour, the same in every
+# investigation (a lane is never coloured by the order it appears in).
+@dataclass(frozen=True)
+class Lane:
+    name: str
+    symbol: str
+    colour: str  # Okabe-Ito and Tol's muted: none of them a layer's colour (twice.layers)
+
+
+LANE_TABLE: dict[str, Lane] = {
+    Kind.PROVIDER_REQUEST.value: Lane("provider requests", "diamond", "#0072B2"),
+    Kind.PROVIDER_EVENT.value: Lane("provider events", "circle", "#56B4E9"),
+    Kind.HTTP_SPAN.value: Lane("HTTP spans", "square", "#009E73"),
+    Kind.TOOL_SPAN.value: Lane("tool spans", "square", "#117733"),
+    Kind.TOOL_RESULT.value: Lane("tool results", "triangle-left", "#882255"),
+    Kind.TOOL_CALL.value: Lane("tool calls", "triangle-right", "#44AA99"),
+    Kind.CHECKPOINT.value: Lane("checkpoints", "circle", "#999933"),
+    Kind.QUEUE_RECEIVE.value: Lane("queue receives", "star", "#332288"),
 }
-_LANE_SYMBOLS: dict[str, str] = {
-    Kind.PROVIDER_REQUEST.value: "diamond", Kind.PROVIDER_EVENT.value: "circle",
-    Kind.HTTP_SPAN.value: "square", Kind.TOOL_SPAN.value: "square",
-    Kind.TOOL_RESULT.value: "triangle-left", Kind.TOOL_CALL.value: "triangle-right",
-    Kind.CHECKPOINT.value: "circle", Kind.QUEUE_RECEIVE.value: "star",
-}
+LANES: dict[str, str] = {kind: lane.name for kind, lane in LANE_TABLE.items()}
+# the ring around the selected call's records: drawn in ink, over every lane's colour
+SELECTED_RING = "#000000"
+# how far apart records at the same time in the same lane are drawn (lane heights: 1)
+SPREAD_STEP = 0.12
+SPREAD_MAX = 0.38
+# the timeline opens on the selected call: its attempts, and this share of their span (at
+# least CONTEXT_MIN_S) on each side; without one, on the bulk of the rows (QUANTILE to
+# 1 - QUANTILE), so a stray record weeks away does not squeeze everything else into a line
+CONTEXT_SHARE = 0.25
+CONTEXT_MIN_S = 30.0
+QUANTILE = 0.02
 # What the hover of a timeline point shows, in this order (label, column).
 _HOVER_FIELDS = [
     ("source", "source"), ("request id", "request_id"), ("idempotency key", "idempotency_key"),
@@ -110,7 +128,9 @@ def duplicates_frame(analysis: Analysis) -> pd.DataFrame:
     rows = []
     for g in analysis.groups:
         at = dict(zip(g.attempts["attempt_id"].astype(str), g.attempts["at"], strict=True))
+        by_id = {str(r["attempt_id"]): r for r in g.records}
         for d in g.duplicates:
+            second = by_id.get(d.second, {})
             rows.append({
                 "key": str(DuplicateKey(g.group_id, d.second)), "group_id": g.group_id,
                 "first": d.first,
@@ -118,11 +138,20 @@ def duplicates_frame(analysis: Analysis) -> pd.DataFrame:
                 "layer": d.layer.value, "confidence": float(d.confidence),
                 "protected": bool(d.protected), "tool_name": g.tool_name,
                 "thread_id": g.thread_id, "at": at.get(d.second, pd.NaT),
+                "customer": _text(second.get("subject")),
+                "amount": _amount(second.get("amount"), second.get("currency")),
             })
     frame = pd.DataFrame(rows, columns=DUPLICATE_COLUMNS)
     if frame.empty:
         return frame.astype({"gap_seconds": float, "confidence": float, "protected": bool})
     return frame
+
+
+def _amount(amount: object, currency: object) -> str | None:
+    """An attempt's amount as people read it ("49.00 USD"); None when it has none."""
+    if _text(amount) is None:
+        return None
+    return money({str(currency) if _text(currency) else "?": int(amount)})  # type: ignore[call-overload]
 
 
 def _band_edges(bands: Bands, max_gap: float) -> list[tuple[Band, float, float]]:
@@ -249,15 +278,45 @@ def _hover(rows: pd.DataFrame, lane: pd.Series, x: pd.Series) -> pd.Series:
     return text
 
 
-def _lane_trace(rows: pd.DataFrame, lane: pd.Series, x: pd.Series, kind: str,
+def _lane_trace(rows: pd.DataFrame, lane: pd.Series, x: pd.Series, y: pd.Series, kind: str,
                 scatter: type[go.Scatter] | type[go.Scattergl]) -> go.Scatter | go.Scattergl:
+    info = LANE_TABLE[kind]
     return scatter(
-        x=x.to_numpy(), y=lane.to_numpy(), mode="markers", name=LANES[kind], legendgroup=kind,
+        x=x.to_numpy(), y=y.to_numpy(), mode="markers", name=info.name, legendgroup=kind,
         customdata=rows.index.to_numpy(), text=_hover(rows, lane, x).to_numpy(),
         hovertemplate="%{text}<extra></extra>",
-        marker={"symbol": _LANE_SYMBOLS[kind], "size": 7, "opacity": 0.75,
+        marker={"symbol": info.symbol, "size": 7, "opacity": 0.8, "color": info.colour,
                 "line": {"width": 0}},
     )
+
+
+def lane_positions(lane: pd.Series, x: pd.Series, lanes: list[str]) -> pd.Series:
+    """Each row's height: its lane's (the first lane on top, one unit apart), records at the
+    same time in the same lane spread around it so each can be seen and hovered."""
+    base = (len(lanes) - 1 - pd.Categorical(lane, categories=lanes).codes).astype(float)
+    if not len(lane):
+        return pd.Series(base, index=lane.index, dtype=float)
+    keys = pd.DataFrame({"lane": lane.to_numpy(), "x": x.to_numpy()}, index=lane.index)
+    rank = keys.groupby(["lane", "x"], sort=False).cumcount().to_numpy()
+    size = keys.groupby(["lane", "x"], sort=False)["x"].transform("size").to_numpy()
+    offset = np.clip((rank - (size - 1) / 2) * SPREAD_STEP, -SPREAD_MAX, SPREAD_MAX)
+    return pd.Series(base + offset, index=lane.index)
+
+
+def fitted_range(x: pd.Series, focus: pd.Series | None = None
+                 ) -> tuple[pd.Timestamp, pd.Timestamp] | None:
+    """The time range the timeline opens on: the selected call's attempts (`focus`) with
+    context on both sides, else the bulk of the rows; robust to a stray record weeks away.
+    None: nothing to fit."""
+    times = (focus if focus is not None and focus.notna().any() else x).dropna()
+    if times.empty:
+        return None
+    if focus is not None and focus.notna().any():
+        lo, hi = times.min(), times.max()
+    else:
+        lo, hi = times.quantile(QUANTILE), times.quantile(1 - QUANTILE)
+    pad = max((hi - lo) * CONTEXT_SHARE, pd.Timedelta(seconds=CONTEXT_MIN_S))
+    return pd.Timestamp(lo - pad), pd.Timestamp(hi + pad)
 
 
 def _aggregate_trace(x: pd.Series, lane: pd.Series, lanes: list[str],
@@ -273,10 +332,12 @@ def _aggregate_trace(x: pd.Series, lane: pd.Series, lanes: list[str],
     np.add.at(counts, (lane_idx, bucket), 1)
     z = np.where(counts > 0, counts.astype(float), np.nan)
     centers = lo + pd.to_timedelta(np.arange(n_buckets) * width_ns + width_ns // 2, unit="ns")
+    heights = [len(lanes) - 1 - i for i in range(len(lanes))]
     return go.Heatmap(
-        x=pd.DatetimeIndex(centers).to_numpy(), y=lanes, z=z, name=AGGREGATE_NAME,
+        x=pd.DatetimeIndex(centers).to_numpy(), y=heights, z=z, name=AGGREGATE_NAME,
+        text=[[name] * n_buckets for name in lanes],
         colorscale="Greys", zmin=0, showscale=False, opacity=0.55, showlegend=True,
-        hovertemplate="%{y}: %{z} rows near %{x}<extra>aggregated</extra>", xgap=0, ygap=4,
+        hovertemplate="%{text}: %{z} rows near %{x}<extra>aggregated</extra>", xgap=0, ygap=4,
     )
 
 
@@ -285,7 +346,7 @@ def _attempt_anchors(group: Group, aligned: bool) -> tuple[pd.Series, pd.Series]
     att = group.attempts
     col = "at" if aligned or "at_raw" not in att else "at_raw"
     ids = att["attempt_id"].astype(str)
-    lane = pd.Series(LANES[Kind.PROVIDER_REQUEST.value], index=att.index)
+    lane = pd.Series(LANES[Kind.PROVIDER_REQUEST.value], index=att.index, dtype=object)
     lane = lane.where(~ids.str.startswith("span:"), LANES[Kind.TOOL_SPAN.value])
     lane = lane.where(~ids.str.startswith("call:"), LANES[Kind.TOOL_CALL.value])
     return _utc_naive(att[col]), lane
@@ -339,6 +400,7 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
     fig = go.Figure()
     present = [k for k in LANES if (rows["kind"] == k).any()]
     lanes = [LANES[k] for k in present]
+    y = lane_positions(lane, x, lanes)
     if aggregated_lanes:
         rest = ~individual
         lo_t = x.min() if window is None else _utc_naive(pd.Series([lo_w])).iloc[0]
@@ -347,16 +409,17 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
     for kind in present:
         part = individual & (rows["kind"] == kind)
         if part.any():
-            fig.add_trace(_lane_trace(rows[part], lane[part], x[part], kind, scatter))
+            fig.add_trace(_lane_trace(rows[part], lane[part], x[part], y[part], kind, scatter))
     if group is not None and selected_mask.any():
         sel = selected_mask
         fig.add_trace(scatter(
-            x=x[sel].to_numpy(), y=lane[sel].to_numpy(), mode="markers", name=SELECTED_NAME,
+            x=x[sel].to_numpy(), y=y[sel].to_numpy(), mode="markers", name=SELECTED_NAME,
             customdata=rows.index[sel].to_numpy(),
             text=_hover(rows[sel], lane[sel], x[sel]).to_numpy(),
             hovertemplate="%{text}<extra>selected</extra>",
-            marker={"size": 14, "color": "rgba(0,0,0,0)",
-                    "line": {"color": "#000000", "width": 2.5}, "symbol": "circle-open"},
+            # an open symbol is drawn in the marker's colour (its line colour is not used)
+            marker={"size": 15, "color": SELECTED_RING,
+                    "line": {"color": SELECTED_RING, "width": 2.5}, "symbol": "circle-open"},
         ))
     if group is not None:
         ax, alane = _attempt_anchors(group, aligned)
@@ -364,21 +427,33 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
             (ax >= _utc_naive(pd.Series([lo_w])).iloc[0]) & \
             (ax <= _utc_naive(pd.Series([hi_w])).iloc[0])
         color = LAYER_COLORS.get(group.worst_layer.value if group.worst_layer else "unknown")
+        heights = {name: len(lanes) - 1 - i for i, name in enumerate(lanes)}
         fig.add_trace(scatter(
-            x=ax[inside].to_numpy(), y=alane[inside].to_numpy(), mode="lines+markers",
+            x=ax[inside].to_numpy(), y=alane[inside].map(heights).to_numpy(),
+            mode="lines+markers",
             name=ATTEMPTS_LINE_NAME, customdata=group.attempts["attempt_id"][inside].to_numpy(),
             text=("attempt " + plot_texts(group.attempts["attempt_id"][inside])).to_numpy(),
             hovertemplate="%{text}<br>%{x}<extra></extra>",
             line={"color": color, "width": 3}, marker={"size": 16, "color": color,
                                                         "symbol": "x"},
         ))
-    fig.update_yaxes(type="category", categoryorder="array", categoryarray=lanes[::-1],
+    # lanes on a numeric axis, named by their ticks: records at one time spread within a lane
+    fig.update_yaxes(type="linear", tickmode="array",
+                     tickvals=[len(lanes) - 1 - i for i in range(len(lanes))], ticktext=lanes,
+                     range=[-0.6, len(lanes) - 0.4], zeroline=False, showgrid=True,
                      title=None)
     fig.update_xaxes(title=f"time (UTC, {'clock-aligned' if aligned else 'raw source clocks'})")
     if window is not None:
         fig.update_xaxes(range=[_utc_naive(pd.Series([lo_w])).iloc[0],
                                 _utc_naive(pd.Series([hi_w])).iloc[0]])
-    fig.update_layout(hovermode="closest", dragmode="zoom", height=120 + 45 * max(len(lanes), 1),
+    else:  # opened on the selected call (else the bulk of the rows); zoom out to see all
+        focus = _attempt_anchors(group, aligned)[0] if group is not None else None
+        fitted = fitted_range(x, focus)
+        if fitted is not None:
+            fig.update_xaxes(range=list(fitted))
+    # a drawn box is a selection the page turns into the link's window (t0/t1)
+    fig.update_layout(hovermode="closest", dragmode="select", selectdirection="h",
+                      height=120 + 45 * max(len(lanes), 1),
                       legend={"orientation": "h", "y": -0.2}, margin={"t": 30})
     return fig
 
@@ -415,6 +490,56 @@ def _body(timeline: pd.DataFrame, attempt: pd.Series) -> str | None:
             if len(found):
                 return str(found.iloc[0])
     return None
+
+
+# --- the raw records of a call ----------------------------------------------------------------
+
+def call_records(analysis: Analysis, group: Group) -> pd.DataFrame:
+    """The timeline rows that record the group's attempts (`attempt_rows`), oldest first, with
+    `label`: lane · time · where its source wrote it (file and line)."""
+    tl = analysis.timeline
+    rows = tl[attempt_rows(tl, group.attempts)].sort_values("at", kind="stable")
+    lane = rows["kind"].map(LANES).fillna(rows["kind"]).astype(str)
+    when = rows["at"].map(lambda t: iso(t, "milliseconds"))
+    return rows.assign(label=lane + " · " + when + " · " + rows["origin"].fillna(
+        rows["source"]).astype(str))
+
+
+def record_text(row: pd.Series) -> str:
+    """One record as JSON text: every field its source filled in (the body or arguments parsed
+    back into JSON when they are), control and bidi characters named."""
+    record: dict[str, object] = {}
+    for col, value in row.items():
+        text = _text(value)
+        if text is None or col in ("label",):
+            continue
+        if col == "args":
+            try:
+                record[str(col)] = json.loads(text)
+                continue
+            except ValueError:
+                pass
+        record[str(col)] = value if isinstance(value, int | float) and not isinstance(
+            value, bool) else text
+    return visible(json.dumps(record, indent=2, ensure_ascii=False, default=str))
+
+
+# What every attempt of one logical call must share: one intended call charges one customer
+# one amount in one currency. Attempts that differ are a grouping to doubt, or a changed call.
+AGREE_FIELDS: list[tuple[str, str]] = [("customer", "subject"), ("amount", "amount"),
+                                       ("currency", "currency")]
+
+
+def disagreements(group: Group) -> dict[str, list[str]]:
+    """The fields that should agree across a group's attempts and do not: field -> the values
+    seen (in attempt order, each once; a missing value is not a disagreement)."""
+    out: dict[str, list[str]] = {}
+    for label, col in AGREE_FIELDS:
+        seen = [v for v in (_text(r.get(col)) for r in group.records) if v is not None]
+        values = list(dict.fromkeys(seen))
+        if len(values) > 1:
+            out[label] = values
+    return out
 
 
 def attempt_comparison(analysis: Analysis, group_id: str, first: str, second: str) -> pd.DataFrame:

@@ -52,6 +52,8 @@ def upload_form(store: Store) -> None:
         except SourceError as exc:
             st.error(md_text(str(exc).replace(tmp + "/", "")))
             return
+        # an uploaded file is named as it was uploaded (raw records show where a row came from)
+        loaded.rows["origin"] = loaded.rows["origin"].str.replace(tmp + "/", "", regex=False)
     try:
         inv = store.create(title or "Uploaded evidence", loaded.rows,
                            sources=sorted({n for n, _ in found}),

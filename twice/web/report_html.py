@@ -64,13 +64,18 @@ def build_report(snap: Snapshot, analysis: Analysis) -> str:
              f"<p>Investigation <code>{escape(s.id)}</code>, saved "
              f"{s.created_at:%Y-%m-%d %H:%M} UTC; sources: {escape(', '.join(s.sources))}; "
              f"{len(analysis.groups)} logical calls executed more than once.</p>"]
+    if analysis.warnings:  # what loading and analysis skipped or doubted, as the CLI says
+        parts.append(f"<h2>Warnings ({len(analysis.warnings)})</h2><ul class='warnings'>"
+                     + "".join(f"<li><code>{escape(w.source)}</code>: {escape(w.detail)}</li>"
+                               for w in analysis.warnings) + "</ul>")
     if analysis.offsets:
         parts.append("<h2>Clocks</h2><ul>" + "".join(
             f"<li>{_clock(o)}</li>" for o in analysis.offsets) + "</ul>")
     dups = duplicates_frame(analysis)
     if len(dups):
         parts.append("<h2>Gaps against the bands</h2>")
-        parts.append(gaps_figure(dups).to_html(full_html=False, include_plotlyjs="inline"))
+        parts.append(gaps_figure(dups, bands=snap.options.bands).to_html(
+            full_html=False, include_plotlyjs="inline"))
     parts.append("<h2>Timeline</h2>")
     # SVG only: the policy below runs no eval, which plotly's WebGL traces need (they would show
     # "WebGL is not supported"); past SVG_MAX_POINTS rows the other rows are counted per bucket

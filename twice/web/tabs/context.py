@@ -8,6 +8,7 @@ from functools import cached_property
 import pandas as pd
 
 from twice.engine import Analysis, Group
+from twice.failure import AnalysisFailure
 from twice.store import Snapshot, Store
 from twice.store.links import DuplicateKey, ViewState
 from twice.verdict import Duplicate
@@ -20,6 +21,7 @@ class Investigation:
     snap: Snapshot  # without its timeline: the analysis holds it (twice.web.cache)
     analysis: Analysis
     state: ViewState  # what the URL asked for
+    failure: AnalysisFailure | None = None  # the analysis failed: `analysis` has no groups
 
     @cached_property
     def dups(self) -> pd.DataFrame:
@@ -28,9 +30,16 @@ class Investigation:
 
     @cached_property
     def key(self) -> str | None:
-        """The duplicate shown: the URL's, else the first one (None: there is none)."""
+        """The duplicate shown: the URL's, else the first one of the URL's group (a sweep's
+        link names the group), else the first one (None: there is none)."""
         keys = list(self.dups["key"]) if len(self.dups) else []
-        return self.state.dup if self.state.dup in keys else (keys[0] if keys else None)
+        if self.state.dup in keys:
+            return self.state.dup
+        if self.state.group is not None:
+            in_group = [k for k in keys if DuplicateKey.parse(k).group == self.state.group]
+            if in_group:
+                return in_group[0]
+        return keys[0] if keys else None
 
     @cached_property
     def group(self) -> Group | None:

@@ -17,7 +17,8 @@ def render(inv: Investigation) -> None:
     if inv.dups.empty:
         st.info("No logical call executed more than once.")
         return
-    event = st.plotly_chart(gaps_figure(inv.dups, selected=inv.key), width="stretch",
+    event = st.plotly_chart(gaps_figure(inv.dups, bands=inv.snap.options.bands,
+                                        selected=inv.key), width="stretch",
                             key="gaps", on_select="rerun", selection_mode="points")
     selection: dict[str, Any] = dict(event or {}).get("selection") or {}  # type: ignore[call-overload]
     for point in selection.get("points", []):

@@ -3,21 +3,30 @@ evidence, findings, the fix, the two attempts side by side, and the clocks it wa
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from twice.clocks import THIN_LABEL, THIN_WHY, ClockOffset
+from twice.controls import MAX_PAIRS, dismissed_pairs
+from twice.formats import money, visible
 from twice.layers import LAYERS
 from twice.store import effective_overrides
 from twice.verdict import fmt_gap
-from twice.web.figures import attempt_comparison
+from twice.web.figures import attempt_comparison, call_records, disagreements, record_text
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text, shown_frame
+
+PAIRS_SHOWN = 10
 
 
 def render(inv: Investigation) -> None:
     group, dup = inv.group, inv.duplicate
     if group is None or dup is None:
-        st.success("No logical call executed more than once: nothing to explain.")
+        if inv.failure is not None:  # said above the tabs: no verdict, not "no duplicate"
+            st.info("No verdict: the analysis failed (see above).")
+            return
+        st.success("No logical call executed more than once.")
+        _not_duplicates(inv)
         return
     override = effective_overrides(inv.snap.overrides).get(
         (group.group_id, f"{dup.first}>{dup.second}"))
@@ -27,6 +36,12 @@ def render(inv: Investigation) -> None:
     cols[1].metric("Gap", fmt_gap(dup.gap_seconds))
     cols[2].metric("Band", dup.band.value.replace("_", " "))
     cols[3].metric("Second effect", "no (protected)" if dup.protected else "yes")
+    differ = disagreements(group)
+    if differ:  # one intended call charges one customer one amount: these attempts do not
+        st.warning("The attempts of this call do not agree on "
+                   + "; ".join(f"**{field}** ({', '.join(md_text(v) for v in values)})"
+                               for field, values in differ.items())
+                   + ": check that they are one intended call before acting on the verdict.")
     if dup.alternatives:
         # the other layers the evidence cannot rule out: said as loudly as the verdict's doubt
         st.warning("\n".join(f"- {md_text(a.describe())}" for a in dup.alternatives))
@@ -50,10 +65,51 @@ def render(inv: Investigation) -> None:
     st.subheader("The two attempts side by side")
     table = attempt_comparison(inv.analysis, group.group_id, dup.first, dup.second)
     st.dataframe(shown_frame(table), width="stretch")
+    _raw_records(inv)
     if inv.analysis.offsets:
         st.subheader("Clocks")
         for offset in inv.analysis.offsets:
             st.markdown(clock_markdown(offset))
+
+
+def _raw_records(inv: Investigation) -> None:
+    """Any record of the call as its source gave it, with the file and line it came from."""
+    if inv.group is None:
+        return
+    records = call_records(inv.analysis, inv.group)
+    if records.empty:
+        return
+    st.subheader("Raw records", anchor="raw-records")
+    labels = dict(zip(records.index, records["label"], strict=True))
+    picked = st.selectbox("Record", list(labels), format_func=lambda i: visible(labels[i]),
+                          key=f"raw_record:{inv.inv_id}:{inv.key}")
+    row = records.loc[picked]
+    origin = row["origin"] if isinstance(row["origin"], str) else row["source"]
+    st.caption(f"From {md_text(str(origin))} "
+               f"({md_text(str(row['source']))}); the copy button is at the block's corner.")
+    st.code(record_text(row), language="json")
+
+
+def _not_duplicates(inv: Investigation) -> None:
+    """The candidate pairs twice looked at and dismissed (same customer, amount and currency,
+    or a repeat of a refused attempt), and why: a control sample explained, not just passed."""
+    pairs = dismissed_pairs(inv.analysis, inv.snap.options.window_s)
+    st.subheader("Not a duplicate", anchor="not-a-duplicate")
+    if not pairs:
+        st.markdown("No two attempts look alike (same customer, amount and currency): there was "
+                    "nothing to dismiss.")
+        return
+    more = " (the nearest shown)" if len(pairs) >= MAX_PAIRS else ""
+    st.markdown(f"{len(pairs)} look-alike pair(s) dismissed{more}:")
+    for d in pairs[:PAIRS_SHOWN]:
+        amount = money({d.currency or "?": d.amount}) if d.amount is not None else "no amount"
+        st.markdown(f"- **{md_text(d.customer or 'no customer')} · {md_text(amount)}**: "
+                    f"{md_text(d.first)} then {md_text(d.second)}, {fmt_gap(d.gap_seconds)} "
+                    f"apart  \n  " + "; ".join(md_text(w) for w in d.why))
+    table = pd.DataFrame([{"customer": d.customer, "amount": d.amount, "currency": d.currency,
+                           "first": d.first, "second": d.second, "gap (s)": d.gap_seconds,
+                           "why not a duplicate": "; ".join(d.why)} for d in pairs])
+    st.dataframe(shown_frame(table), hide_index=True, width="stretch")
 
 
 def clock_markdown(offset: ClockOffset) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pandas as pd
 import streamlit as st
 
 from twice.formats import money, visible
@@ -15,7 +16,9 @@ from twice.web.cache import get_analysis, get_store
 from twice.web.forms import LIVE_ERRORS
 from twice.web.nav import base_url, go
 from twice.web.tabs import TABS, Investigation
-from twice.web.text import md_text
+from twice.web.text import md_text, shown_frame
+
+WARNINGS_SHOWN = 20
 
 
 def render() -> None:
@@ -23,16 +26,18 @@ def render() -> None:
     store = get_store()
     snapshot = store.get(state.inv, timeline=False) if state.inv else None
     try:  # the timeline is in the cached analysis
-        analysis = get_analysis(snapshot.summary.id, store) if snapshot is not None else None
+        analysed = get_analysis(snapshot.summary.id, store) if snapshot is not None else None
     except InvestigationNotFound:
-        analysis = None
-    if snapshot is None or analysis is None:
+        analysed = None
+    if snapshot is None or analysed is None:
         st.error(f"Investigation `{state.inv}` was not found. It may have been deleted, or the "
                  "link was mistyped.")
         if st.button("Back to incidents"):
             go(ViewState())
         return
-    inv = Investigation(store=store, snap=snapshot, analysis=analysis, state=state)
+    analysis, failure = analysed
+    inv = Investigation(store=store, snap=snapshot, analysis=analysis, state=state,
+                        failure=failure)
     _header(inv)
     _pick_duplicate(inv)
     tabs = list(TABS)
@@ -57,17 +62,41 @@ def _header(inv: Investigation) -> None:
     for warning in inv.snap.warnings:
         if warning.get("source") == LIVE_ERRORS:
             st.warning(md_text(str(warning.get("detail", ""))))
+    _warnings(inv)
+    if inv.failure is not None:
+        rows = len(inv.analysis.timeline)
+        st.error(f"{md_text(inv.failure.describe())}.  \nWhat loaded is kept and saved "
+                 f"({rows:,} rows from {md_text(', '.join(s.sources) or 'no source')}): the "
+                 "Timeline tab shows it, Export downloads it. No verdict could be made.")
+
+
+def _warnings(inv: Investigation) -> None:
+    """What loading and analysis skipped or doubted, as the command line prints it."""
+    warnings = inv.analysis.warnings
+    if not warnings:
+        return
+    with st.expander(f"Warnings ({len(warnings)}): what loading and analysis skipped or "
+                     "doubted"):
+        table = pd.DataFrame([{"source": w.source, "warning": w.detail} for w in warnings])
+        st.dataframe(shown_frame(table), hide_index=True, width="stretch")
+        for w in warnings[:WARNINGS_SHOWN]:  # readable without the grid too
+            st.markdown(f"- **{md_text(w.source)}**: {md_text(w.detail)}")
+        if len(warnings) > WARNINGS_SHOWN:
+            st.caption(f"… and {len(warnings) - WARNINGS_SHOWN:,} more in the table above and "
+                       "in the JSON export.")
 
 
 def _pick_duplicate(inv: Investigation) -> None:
     dups, key = inv.dups, inv.key
     if not key or not len(dups):
         return
-    # plain text, but a bidi override in an attempt id would still reorder the option
-    labels = {k: f"{layer} · gap {fmt_gap(gap)} · {visible(second)}"
-              for k, layer, gap, second in zip(dups["key"], dups["layer"],
-                                               dups["gap_seconds"].astype(float),
-                                               dups["second"], strict=True)}
+    # plain text, but a bidi override in an id would still reorder the option; the customer
+    # and amount tell one customer's duplicate from another's on a busy day
+    labels = {k: f"{layer} · gap {fmt_gap(gap)} · {visible(customer or 'no customer')} · "
+                 f"{visible(amount or 'no amount')} · {visible(second)}"
+              for k, layer, gap, customer, amount, second in zip(
+                  dups["key"], dups["layer"], dups["gap_seconds"].astype(float),
+                  dups["customer"], dups["amount"], dups["second"], strict=True)}
     chosen = st.selectbox("Duplicate", list(labels), index=list(labels).index(key),
                           format_func=labels.__getitem__)
     if chosen != key:

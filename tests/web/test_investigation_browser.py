@@ -1,0 +1,349 @@
+"""The investigation page in a real browser (Debian's chromium driven by Playwright): links
+reproduce the verdict they were made with, search lands on the duplicate asked about, an
+analysis that fails keeps the page, warnings are shown, the timeline opens on the call."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from tests.web.conftest import chromium, running_app
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as b:
+        yield b
+
+
+def _twice(*args: str) -> str:
+    """The command line, as a user runs it."""
+    done = subprocess.run([sys.executable, "-m", "twice.cli", *args], capture_output=True,
+                          text=True, timeout=600, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _verdict(page: Any) -> tuple[str, str]:
+    """The verdict's heading (its layer first) and the confidence shown beside it."""
+    heading = page.locator("h2#verdict, [id='verdict']").first
+    heading.wait_for(timeout=90_000)
+    confidence = page.locator("[data-testid='stMetricValue']").first
+    confidence.wait_for(timeout=30_000)
+    return str(heading.inner_text()), str(confidence.inner_text())
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    store = tmp_path_factory.mktemp("sweep_store") / "investigations.sqlite3"
+    doc = json.loads(_twice("sweep", "sample_data/step_retry", "--bands", "5s,10s",
+                            "--store", str(store), "--format", "json", "--no-progress"))
+    return store, doc["groups"]
+
+
+def test_a_sweeps_link_reopens_the_sweeps_verdict(
+        swept: tuple[Path, list[dict[str, Any]]], browser: Any) -> None:
+    store, groups = swept
+    assert groups, "the sweep found the step retry's duplicate"
+    group = groups[0]
+    # narrow bands: not the verdict the default bands give (step_retry, tens of seconds)
+    default = json.loads(_twice("analyze", "sample_data/step_retry", "--format", "json"))
+    assert default["groups"][0]["duplicates"][0]["band"] != "minutes"
+    with running_app({"TWICE_STORE": str(store)}) as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        link = urlsplit(group["link"])
+        page.goto(f"{url}/?{link.query}")
+        heading, confidence = _verdict(page)
+        assert heading.startswith(f"{group['layer']}:"), heading
+        assert confidence == f"{group['confidence']:.2f}"
+        page.wait_for_function("document.body.innerText.includes('minutes')", timeout=30_000)
+        page.close()
+
+
+BUSY_DAY = "busy-day"
+BUSY_DAY_SAMPLES = ("step_retry", "redelivery", "sdk_retry", "gateway_retry",
+                    "model_reemission")
+
+
+def _load(name: str):  # type: ignore[no-untyped-def]
+    from twice.connectors import registry
+
+    found, _ = registry.scan_folder(ROOT / "sample_data" / name)
+    return registry.load_all([(n, p, {}) for n, p in found]).rows
+
+
+@pytest.fixture(scope="module")
+def busy_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
+    """The app on a store holding a busy day: five incidents of five customers uploaded as one
+    investigation (five duplicate groups), beside the bundled samples."""
+    from twice.engine import analyze
+    from twice.store import open_store
+    from twice.timeline import concat
+
+    path = tmp_path_factory.mktemp("busy") / "investigations.sqlite3"
+    timeline = concat([_load(n) for n in BUSY_DAY_SAMPLES])
+    analysis = analyze(timeline)
+    store = open_store(str(path))
+    store.create("Busy day upload", timeline, id=BUSY_DAY, analysis=analysis)
+    from tests.web.test_figures import changed_amount
+
+    step = _load("step_retry")
+    store.create("Changed amount", changed_amount(step, analyze(step)), id="changed-amount")
+    with running_app({"TWICE_STORE": str(path)}) as url:
+        yield url, analysis
+
+
+def _search(page: Any, url: str, term: str) -> list[str]:
+    """Type `term` into the incidents search; the links of the duplicates it lists."""
+    page.goto(f"{url}/")
+    box = page.get_by_role("textbox", name="Search")
+    box.wait_for(timeout=60_000)
+    box.fill(term)
+    box.press("Enter")
+    page.get_by_text("Duplicates", exact=True).wait_for(timeout=30_000)
+    page.wait_for_function(
+        "document.querySelectorAll('a[href*=\"dup=\"]').length > 0 || "
+        "document.body.innerText.includes('No duplicate')", timeout=30_000)
+    hrefs = page.locator("a[href*='dup=']").evaluate_all("els => els.map(e => e.href)")
+    # the investigation a hit is in links to that hit too: each link once
+    return list(dict.fromkeys(unquote(h) for h in hrefs if f"inv={BUSY_DAY}&" in h))
+
+
+def test_search_lands_on_the_duplicate_asked_about(busy_app: tuple[str, Any],
+                                                    browser: Any) -> None:
+    url, analysis = busy_app
+    by_layer = {g.worst_layer.value: g for g in analysis.groups}
+    redelivery = by_layer["redelivery"]
+    assert analysis.groups[0] is not redelivery  # not the newest: the old links opened that
+    key = f"{redelivery.group_id}:{redelivery.duplicates[0].second}"
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    # by customer, by amount written either way, by a charge id only the events name
+    second = next(r for r in redelivery.records
+                  if r["attempt_id"] == redelivery.duplicates[0].second)
+    charge = str(second["object_id"]).replace("pi_", "ch_")
+    for term in ("cus_ZBAwnAjde5AD75", "29.00", "2900", charge, str(second["request_id"])):
+        hits = _search(page, url, term)
+        assert len(hits) == 1, (term, hits)
+        assert f"dup={key}" in hits[0] and "tab=verdict" in hits[0], (term, hits)
+    # the investigation found through it opens on it too, not on its newest duplicate
+    listed = page.get_by_role("link", name="Busy day upload")
+    assert f"dup={key}" in unquote(str(listed.first.get_attribute("href")))
+    page.goto(hits[0])
+    heading, _ = _verdict(page)
+    assert heading.startswith("redelivery:"), heading
+    picker = page.locator("[data-testid='stSelectbox']").filter(has_text="Duplicate")
+    shown = picker.evaluate("el => el.innerText + ' ' + [...el.querySelectorAll('input')]"
+                            ".map(i => i.value).join(' ')")
+    assert "cus_ZBAwnAjde5AD75 · 29.00 USD" in shown, shown
+    # "9.00" is two customers' amount (both 900 usd), not the 49.00 of a third
+    hits = _search(page, url, "9.00")
+    assert {h.split("dup=")[1].split(":")[0] for h in hits} == {
+        by_layer["step_retry"].group_id, by_layer["sdk_retry"].group_id}
+    page.close()
+
+
+def test_an_analysis_that_fails_keeps_the_page(tmp_path: Path, browser: Any) -> None:
+    """A real failing shape: a saved investigation whose clock tolerance (1e12 s, as a store
+    written by hand or by another version may hold) overflows the engine's time arithmetic."""
+    from twice.engine import Options
+    from twice.store import open_store
+
+    path = tmp_path / "investigations.sqlite3"
+    store = open_store(str(path))
+    timeline = _load("step_retry")
+    inv_id = store.create("Broken options", timeline, id="broken",
+                          options=Options(tolerance_s=1e12))
+    saved = store.get(inv_id)
+    # saved anyway: what loaded, and the failure as its warning
+    assert saved is not None and len(saved.timeline) == len(timeline)
+    assert any("The analysis failed on" in w["detail"] for w in saved.warnings)
+    with running_app({"TWICE_STORE": str(path)}) as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{url}/?inv=broken&tab=verdict")
+        page.wait_for_function("document.body.innerText.includes('The analysis failed on')",
+                               timeout=90_000)
+        body = page.locator("body").inner_text()
+        assert "OutOfBoundsTimedelta" in body  # the reason
+        assert "events.json" in body  # the inputs, by their file names
+        assert "What loaded is kept and saved" in body and "No verdict" in body
+        assert "Traceback" not in body
+        assert page.locator("[data-testid='stException']").count() == 0
+        # what loaded is still drawn
+        page.goto(f"{url}/?inv=broken&tab=timeline")
+        page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        assert page.locator("[data-testid='stException']").count() == 0
+        page.close()
+
+
+def test_loader_warnings_are_on_the_page_in_the_export_and_the_report(
+        tmp_path: Path, browser: Any) -> None:
+    import shutil
+
+    import orjson
+
+    from twice.connectors import registry
+    from twice.report import to_contract
+    from twice.store import open_store
+    from twice.web.cache import analysis_of
+    from twice.web.report_html import build_report
+
+    folder = tmp_path / "evidence"
+    shutil.copytree(ROOT / "sample_data" / "step_retry", folder)
+    with (folder / "stripe_logs.jsonl").open("a") as f:  # two lines the loader skips
+        f.write('{"not": "a log line"}\nnot json <script>alert(1)</script>\n')
+    found, _ = registry.scan_folder(folder)
+    loaded = registry.load_all([(n, p, {}) for n, p in found])
+    assert len(loaded.warnings) == 2
+    path = tmp_path / "investigations.sqlite3"
+    store = open_store(str(path))
+    store.create("With warnings", loaded.rows, id="warned", warnings=loaded.warnings)
+    snap = store.get("warned")
+    assert snap is not None
+    analysis, failure = analysis_of(snap)
+    assert failure is None
+    exported = orjson.loads(orjson.dumps(to_contract(analysis)))
+    assert [w["detail"] for w in exported["warnings"]] == [w.detail for w in loaded.warnings]
+    report = build_report(snap, analysis)
+    assert "Warnings (2)" in report and "not valid JSON" in report
+    assert "<script>alert(1)" not in report
+    with running_app({"TWICE_STORE": str(path)}) as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{url}/?inv=warned&tab=verdict")
+        _verdict(page)
+        expander = page.get_by_text("Warnings (2)")
+        expander.click()
+        page.wait_for_function("document.body.innerText.includes('not valid JSON')",
+                               timeout=30_000)
+        assert "stripe_logs.jsonl:18" in page.locator("body").inner_text()
+        page.close()
+
+
+def test_the_timeline_opens_on_the_selected_call(busy_app: tuple[str, Any],
+                                                 browser: Any) -> None:
+    url, analysis = busy_app
+    group = next(g for g in analysis.groups if g.worst_layer.value == "step_retry")
+    key = f"{group.group_id}:{group.duplicates[0].second}"
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv={BUSY_DAY}&dup={key}&tab=timeline")
+    chart = page.locator(".js-plotly-plot").first
+    chart.wait_for(timeout=90_000)
+    page.wait_for_function("() => { const gd = document.querySelector('.js-plotly-plot');"
+                           " return gd && gd._fullLayout && gd._fullLayout.xaxis; }",
+                           timeout=30_000)
+    shown = chart.evaluate("""gd => {
+        const xa = gd._fullLayout.xaxis, ring = gd._fullData.find(
+            t => t.name === 'selected group');
+        return {span: xa.r2l(xa.range[1]) - xa.r2l(xa.range[0]),
+                lo: xa.range[0], hi: xa.range[1],
+                ring: ring ? ring.marker.color : null};
+    }""")
+    gap_ms = group.duplicates[0].gap_seconds * 1000
+    # five incidents over three days are in the data; the view is the call's 34 s and context
+    assert gap_ms < shown["span"] < gap_ms * 2 + 120_000, shown
+    assert shown["ring"] == "#000000"
+    page.close()
+
+
+def test_a_control_sample_lists_the_pairs_it_dismissed(busy_app: tuple[str, Any],
+                                                       browser: Any) -> None:
+    url, _ = busy_app
+    truth = json.loads((ROOT / "sample_data" / "control_renewal" / "truth.json").read_text())
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv=sample-control-renewal&tab=verdict")
+    page.get_by_text("Not a duplicate", exact=True).wait_for(timeout=90_000)
+    page.wait_for_function(f"document.body.innerText.includes('{truth['customer']}')",
+                           timeout=30_000)
+    body = page.locator("body").inner_text()
+    assert "look-alike pair(s) dismissed" in body
+    assert "719.2 h apart, beyond the 15.0 min" in body  # the renewal, a month later
+    assert "nothing to explain" not in body
+    page.close()
+
+
+def test_the_verdict_warns_when_the_attempts_disagree(busy_app: tuple[str, Any],
+                                                      browser: Any) -> None:
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv=changed-amount&tab=verdict")
+    _verdict(page)
+    page.wait_for_function("document.body.innerText.includes('do not agree on')",
+                           timeout=30_000)
+    alert = page.locator("[data-testid='stAlert']").filter(has_text="do not agree on")
+    assert "amount (900, 1900)" in alert.inner_text()
+    page.close()
+
+
+def test_a_raw_record_is_shown_with_its_file_and_line(busy_app: tuple[str, Any],
+                                                      browser: Any) -> None:
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv=sample-step-retry&tab=verdict")
+    page.get_by_text("Raw records", exact=True).wait_for(timeout=90_000)
+    code = page.locator("[data-testid='stCode']").filter(has_text='"origin"').first
+    code.wait_for(timeout=30_000)
+    text = code.inner_text()
+    assert "sample_data/step_retry/checkpoints.sqlite" in text and '"subject"' in text
+    code.hover()
+    assert code.locator("button").count() >= 1  # copy
+    page.close()
+
+
+def test_uploaded_evidence_opens_and_its_records_name_the_uploaded_files(
+        busy_app: tuple[str, Any], browser: Any) -> None:
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/")
+    page.get_by_text("New investigation from files").click()
+    folder = ROOT / "sample_data" / "step_retry"
+    files = [str(p) for p in sorted(folder.iterdir()) if p.name not in ("truth.json",
+                                                                         "README.md")]
+    page.locator("[data-testid='stFileUploaderDropzoneInput']").first.set_input_files(files)
+    page.get_by_role("button", name="Analyse files").click(timeout=60_000)
+    heading, _ = _verdict(page)
+    assert heading.startswith("step_retry:") and "inv=" in page.url
+    page.get_by_text("Raw records", exact=True).wait_for(timeout=30_000)
+    code = page.locator("[data-testid='stCode']").filter(has_text='"origin"').first
+    text = code.inner_text()
+    assert '"origin": "checkpoints.sqlite' in text, text  # as uploaded, not a server path
+    assert "/tmp" not in page.locator("body").inner_text()
+    page.close()
+
+
+def test_a_box_drawn_on_the_timeline_is_the_links_window(busy_app: tuple[str, Any],
+                                                         browser: Any) -> None:
+    from urllib.parse import parse_qs
+
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv=sample-step-retry&tab=timeline")
+    chart = page.locator(".js-plotly-plot").first
+    chart.wait_for(timeout=90_000)
+    drag = page.locator(".js-plotly-plot .nsewdrag").first
+    drag.wait_for(state="attached", timeout=30_000)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
+    box = drag.bounding_box()
+    assert box is not None
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.3, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.6, y + 5, steps=8)
+    page.mouse.up()
+    page.wait_for_url(lambda u: "t0=" in u and "t1=" in u, timeout=30_000)
+    query = parse_qs(urlsplit(page.url).query)
+    assert query["inv"] == ["sample-step-retry"] and query["tab"] == ["timeline"]
+    # the link reopens that window: the axis is the box's stretch of time
+    page.goto(page.url)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=90_000)
+    page.get_by_role("button", name="Fit to the call again").wait_for(timeout=30_000)
+    page.close()
