@@ -135,7 +135,8 @@ def failure_reported_for_unknown_outcome(f: Facts) -> Iterable[Finding]:
     """The tool told the model 'error' or 'timeout' for a call the provider carried out."""
     for call, same in f.by_call.items():
         r = f.ctx.result(call)
-        if r is None or r["outcome"] not in ("error", "timeout"):
+        if r is None or not isinstance(r["outcome"], str) or \
+                r["outcome"] not in ("error", "timeout"):  # a result with no outcome: NA
             continue
         created = [a["object_id"] for a in same if a["effect"] == "created"]
         if created:

@@ -335,3 +335,12 @@ def test_the_key_a_client_span_saw_fills_in_for_logs_that_do_not_record_it() -> 
     report = run(rows)
     assert "key_derived" in codes(report)
     assert {a["idempotency_key"] for a in report["groups"][0]["attempts"]} == {key}
+
+
+def test_a_tool_result_with_no_outcome_is_no_failure_told() -> None:
+    """A checkpointed result whose outcome is missing (NA): the finding about a failure told to
+    the model reads no outcome, and the analysis does not stop on it."""
+    rows = [call(0, "call_1"), event(1.0, "req_1", "k1", "pi_1"),
+            event(2.0, "req_2", "k2", "pi_2"), {**result(3.0, "call_1"), "outcome": None}]
+    report = run(rows)
+    assert report["groups"] and "failure_reported_for_unknown_outcome" not in codes(report)
