@@ -36,11 +36,16 @@ def _twice(*args: str) -> str:
 
 
 def _verdict(page: Any) -> tuple[str, str]:
-    """The verdict's heading (its layer first) and the confidence shown beside it."""
+    """The verdict's heading (its layer first) and the confidence shown beside it, read by
+    the metric's label once the page has drawn it (Streamlit draws a page in pieces, and a
+    metric of the run before may stand where the confidence will be)."""
     heading = page.locator("h2#verdict, [id='verdict']").first
     heading.wait_for(timeout=90_000)
-    confidence = page.locator("[data-testid='stMetricValue']").first
+    confidence = page.locator("[data-testid='stMetric']").filter(
+        has=page.locator("[data-testid='stMetricLabel']", has_text="Confidence")
+    ).locator("[data-testid='stMetricValue']").first
     confidence.wait_for(timeout=30_000)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
     return str(heading.inner_text()), str(confidence.inner_text())
 
 
@@ -112,9 +117,13 @@ def _search(page: Any, url: str, term: str) -> list[str]:
     box.fill(term)
     box.press("Enter")
     page.get_by_text("Duplicates", exact=True).wait_for(timeout=30_000)
+    # the page says how many duplicates it found: wait until it shows a link to each
     page.wait_for_function(
-        "document.querySelectorAll('a[href*=\"dup=\"]').length > 0 || "
-        "document.body.innerText.includes('No duplicate')", timeout=30_000)
+        "() => { const t = document.body.innerText;"
+        " if (t.includes(\"No duplicate's attempts\")) return true;"
+        " const m = t.match(/(\\d+) duplicates? hold every word/); if (!m) return false;"
+        " const links = new Set([...document.querySelectorAll('a[href*=\"dup=\"]')]"
+        ".map(a => a.href)); return links.size >= Number(m[1]); }", timeout=30_000)
     hrefs = page.locator("a[href*='dup=']").evaluate_all("els => els.map(e => e.href)")
     # the investigation a hit is in links to that hit too: each link once
     return list(dict.fromkeys(unquote(h) for h in hrefs if f"inv={BUSY_DAY}&" in h))
@@ -137,8 +146,14 @@ def test_search_lands_on_the_duplicate_asked_about(busy_app: tuple[str, Any],
         assert len(hits) == 1, (term, hits)
         assert f"dup={key}" in hits[0] and "tab=verdict" in hits[0], (term, hits)
     # the investigation found through it opens on it too, not on its newest duplicate
+    # (the list is drawn after the duplicates' links: wait for it, then read every link of it)
+    page.wait_for_function(
+        "key => [...document.querySelectorAll('a')].some(a => a.innerText.includes("
+        "'Busy day upload') && decodeURIComponent(a.href).includes('dup=' + key))", arg=key,
+        timeout=30_000)
     listed = page.get_by_role("link", name="Busy day upload")
-    assert f"dup={key}" in unquote(str(listed.first.get_attribute("href")))
+    assert all(f"dup={key}" in unquote(str(h)) for h in listed.evaluate_all(
+        "els => els.map(e => e.getAttribute('href'))")), "the list links to the newest"
     page.goto(hits[0])
     heading, _ = _verdict(page)
     assert heading.startswith("redelivery:"), heading

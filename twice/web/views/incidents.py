@@ -64,6 +64,7 @@ def _duplicates(store: Store, search: str, layer: str | None) -> list[DuplicateH
     if not hits:
         st.caption("No duplicate's attempts hold every word of the search.")
         return hits
+    st.caption(f"{len(hits)} duplicate{'s' * (len(hits) != 1)} hold every word of the search.")
     for h in hits:
         d = h.duplicate
         amount = money({d.currency or "?": d.amount}) if d.amount is not None else "no amount"
