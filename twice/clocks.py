@@ -166,14 +166,11 @@ def _span_hosts(timeline: pd.DataFrame, attempts: pd.DataFrame, strong: pd.DataF
         # a host's own spans are read only to vote, when no pair places its clock
         if len(pairs):
             est = _paired_offset(attempts, pairs, "spans")
-        elif attempts.empty:
-            est = None
         else:
-            if votes is None:  # the windows of every host's spans, made once
+            if votes is None and not attempts.empty:  # every host's span windows, made once
                 votes = _HostWindows(timeline.iloc[span_at])
-            half = 0.5 * NS if whole_seconds(attempts["at_raw"]) else 0.0
-            est = _voted_offset(attempts, timeline.iloc[span_at[worker_of == host]], "spans",
-                                2 * half / NS, made=votes.of(host))
+            est = _provider_offset(attempts, pairs, timeline.iloc[span_at[worker_of == host]],
+                                   "spans", made=votes.of(host) if votes else None)
         if est is not None and est.pairs:
             found[host] = est
     if not found:
@@ -197,13 +194,15 @@ def _span_hosts(timeline: pd.DataFrame, attempts: pd.DataFrame, strong: pd.DataF
 
 
 def _provider_offset(attempts: pd.DataFrame, strong: pd.DataFrame, aligned: pd.DataFrame,
-                     reference: str) -> ClockOffset | None:
+                     reference: str,
+                     made: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame] | None = None
+                     ) -> ClockOffset | None:
     if attempts.empty:
         return None
     if len(strong):
         return _paired_offset(attempts, strong, reference)
     half = 0.5 * NS if whole_seconds(attempts["at_raw"]) else 0.0
-    return _voted_offset(attempts, aligned, reference, 2 * half / NS)
+    return _voted_offset(attempts, aligned, reference, 2 * half / NS, made)
 
 
 def _paired_offset(attempts: pd.DataFrame, strong: pd.DataFrame, reference: str
@@ -259,9 +258,8 @@ class _HostWindows:
     host)."""
 
     def __init__(self, spans: pd.DataFrame) -> None:
-        tools, self.calls = tool_windows(spans)
-        self.tools = tools
-        self.tool_host = tools["worker"].fillna("").astype(object).to_numpy()
+        self.tools, self.calls = tool_windows(spans)
+        self.tool_host = self.tools["worker"].fillna("").astype(object).to_numpy()
         self.http = http_spans(spans, same_worker=True)
         self.http_host = self.http["worker"].fillna("").astype(object).to_numpy()
 
