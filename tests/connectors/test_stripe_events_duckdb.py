@@ -86,6 +86,28 @@ def test_big_files_take_the_fast_path_through_load(tmp_path: Path) -> None:
     _same(stripe_events.load(path), _python_path(path))
 
 
+def test_an_export_past_the_size_cap_is_streamed_by_duckdb_and_a_dirty_one_refused(
+        tmp_path: Path) -> None:
+    """The 1 GiB cap is for the Python path, which reads a file whole: a clean export that
+    DuckDB streams is read at any size (the cap lowered here to stand for a 3 GiB month)."""
+    events = [_event(i) for i in range(60_000)]
+    path = _write(tmp_path / "events.jsonl", events)
+    cap = path.stat().st_size // 2
+    _same(stripe_events.load(path, max_bytes=cap), _python_path(path))
+    dirty = _write(tmp_path / "dirty.jsonl", events, tail=b"{not json\n")
+    with pytest.raises(stripe_events.SourceError, match="more than the"):
+        stripe_events.load(dirty, max_bytes=cap)
+    assert len(stripe_events.load(dirty).rows) == len(events)  # under the cap: Python reads it
+
+
+def test_a_file_with_a_nul_byte_is_left_to_the_python_path(tmp_path: Path) -> None:
+    """Raw NUL is never JSON text: such a file (sparse, zero-filled) is declined at its first
+    chunk, before DuckDB works through it."""
+    path = _write(tmp_path / "events.jsonl", [_event(0), _event(1)], tail=b"\x00" * 64)
+    assert stripe_events_duckdb._lines(path) == -1
+    assert stripe_events_duckdb.load(path, str(path), min_bytes=0) is None
+
+
 @pytest.mark.parametrize("why, events, tail", [
     ("blank line", [_event(0), _event(1)], b"\n" + orjson.dumps(_event(2)) + b"\n"),
     ("bad JSON line", [_event(0), _event(1)], b"{not json\n"),

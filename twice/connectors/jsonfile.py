@@ -4,7 +4,8 @@ Limits, so that a huge or junk file answers quickly with bounded memory:
 - only regular files are read (`require_regular_file`): a device such as /dev/zero never ends
   and a FIFO waits for a writer, so neither has a size to check up front; both are refused.
 - `MAX_FILE_BYTES` (1 GiB): evidence files are read whole; a bigger file is one SourceError
-  saying so (cut it to the incident's window first). Span files stream (`spans_read`).
+  saying so (cut it to the incident's window first). Span files stream (`spans_read`), and a
+  clean Stripe events export is streamed by DuckDB (`stripe_events_duckdb`): neither is capped.
 - `MAX_DOCUMENT_BYTES` (256 MiB): only a file up to this size is tried as one JSON document;
   a bigger one is read as JSON lines.
 - `MAX_LINE_BYTES` (256 MiB): a longer line is skipped with a warning, never parsed.

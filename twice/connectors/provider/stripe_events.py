@@ -31,7 +31,13 @@ from twice.connectors._parsing import (
     unix_ns,
 )
 from twice.connectors.base import LoadResult, SourceError, SourceWarning, Warnings, redact
-from twice.connectors.jsonfile import MAX_BAD_LEAD, check_size, json_documents
+from twice.connectors.jsonfile import (
+    MAX_BAD_LEAD,
+    MAX_FILE_BYTES,
+    check_size,
+    json_documents,
+    require_regular_file,
+)
 from twice.timeline import Kind, canonical_json, from_columns
 
 name = "stripe_events"
@@ -288,10 +294,13 @@ def parse_events(payload: Any, origin: str) -> LoadResult:
     return parse_documents([(origin, payload)], origin)
 
 
-def load(target: str | Path) -> LoadResult:
+def load(target: str | Path, max_bytes: int = MAX_FILE_BYTES) -> LoadResult:
+    """Rows of a Stripe events file. A big clean JSON-lines export is read by DuckDB, which
+    streams it: no size cap. Any other file is read whole by the Python path, so one past
+    `max_bytes` is one clear error, before that reader starts."""
     path = Path(target)
     origin = redact(str(path))
-    check_size(path)  # a file too big to read is one clear error, before any reader starts
+    require_regular_file(path)  # a FIFO or a device is refused before anything opens it
     from twice.connectors.provider import (
         stripe_events_duckdb,  # big clean JSON-lines files: DuckDB reads them
     )
@@ -299,6 +308,7 @@ def load(target: str | Path) -> LoadResult:
     fast = stripe_events_duckdb.load(path, origin)
     if fast is not None:
         return fast
+    check_size(path, max_bytes)
     warnings: list[SourceWarning] = Warnings()
     result = parse_documents(json_documents(path, warnings), origin)
     result.warnings[:0] = warnings

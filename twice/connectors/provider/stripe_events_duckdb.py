@@ -206,8 +206,10 @@ def _read(path: Path, earliest_s: float, latest_s: float, min_bytes: int) -> Any
 
 # Byte strings the Python path refuses where DuckDB may not: escaped surrogates (orjson rejects
 # lone ones; DuckDB would hand back invalid UTF-8) and the non-JSON NaN / Infinity. A file with
-# any of them, even inside a string, is left to the Python path.
-_REFUSED = (b"\\ud", b"\\uD", b"NaN", b"Infinity")
+# any of them, even inside a string, is left to the Python path. So is one with a NUL byte,
+# which JSON text never holds raw (a sparse or zero-filled file: found in the first chunk, not
+# after DuckDB has worked through gigabytes of it).
+_REFUSED = (b"\\ud", b"\\uD", b"NaN", b"Infinity", b"\x00")
 
 
 def _lines(path: Path) -> int:
