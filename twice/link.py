@@ -88,8 +88,8 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
         by_req = _match_by(att, http[[*HTTP_COLS, "request_id"]], "request_id")
         rest = att.drop(index=by_req.index, errors="ignore")
         by_key = _match_by(rest, http[[*HTTP_COLS, "idempotency_key"]], "idempotency_key")
-        strong = pd.concat([by_req.assign(link="request_id"),
-                            by_key.assign(link="idempotency_key")])
+        parts = [by_req.assign(link="request_id"), by_key.assign(link="idempotency_key")]
+        strong = pd.concat([p for p in parts if len(p)] or parts)  # dtypes from rows only
 
     # 2. the clocks: every source's offset from the evidence as a whole
     aligned, offsets, provider_offset = align(timeline, att, strong)
@@ -493,9 +493,9 @@ def trace_shape(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
                                         None)
     by_tool, by_http = tool_id.notna(), http_id.notna()
     trace = pd.Series(None, index=att.index, dtype=object)
-    nested = pd.Series(False, index=att.index)
     trace[by_tool] = tool_id[by_tool].map(tools["trace_id"]).astype(object)
-    nested[by_tool] = tool_id[by_tool].map(tool_nested).astype(bool)
+    nested = pd.Series(by_tool.to_numpy(dtype=bool) & tool_id.map(tool_nested).eq(True).to_numpy(
+        dtype=bool, na_value=False), index=att.index)
     trace[by_http] = http_id[by_http].map(http["trace_id"]).astype(object)
     parent = http_id[by_http].map(http["parent_span_id"]).astype(object)
     # a client span of its own is a trace per request; one under a tool span takes that tool

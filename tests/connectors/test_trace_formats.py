@@ -212,6 +212,24 @@ def test_langsmith_tool_runs(tmp_path: Path) -> None:
     assert set(rows["amount"]) == {500}
 
 
+@pytest.mark.parametrize(("text", "amount"), [
+    ("{'customer': 'cus_1', 'amount': 500}", 500),  # langchain-core 1.2 traces str(dict)
+    ('{"customer": "cus_1", "amount": 700}', 700),  # and later ones JSON (or the dict itself)
+    ("__import__('os').system('echo hi')", None),  # a literal only: nothing runs
+    ("{'amount': {1, 2}}", None),  # no JSON for a set: no arguments, the run is still read
+    ("[" * 100_000, None),  # past the cap: not parsed at all
+])
+def test_langsmith_tool_input_text(tmp_path: Path, text: str, amount: int | None) -> None:
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps([_run("0b5a8c1e-0000-4000-8000-000000000001",
+                                     "2026-01-01T00:00:00", "2026-01-01T00:00:01",
+                                     inputs={"input": text})]))
+    result = spans.load(path)
+    assert result.warnings == [] and len(result.rows) == 1
+    got = result.rows["amount"].iloc[0]
+    assert (pd.isna(got) if amount is None else got == amount)
+
+
 def test_langsmith_runs_of_a_real_langgraph_step_retry(tmp_path: Path) -> None:
     """The runs langchain_core's tracer hands LangSmith (`langsmith.RunTree`, dumped as the API
     lists them) for a real LangGraph graph whose tool node timed out once and was retried by

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from twice.matching import agree, best_offset, known, one_to_one, ordered_match, stab
@@ -33,6 +33,8 @@ def test_stab_on_nothing() -> None:
 @given(st.lists(st.floats(-100, 100), max_size=12),
        st.lists(st.tuples(st.floats(-100, 100), st.floats(0, 500)), max_size=12),
        st.sampled_from([0.0, 0.5, 3.0]))
+# a sum and a difference round apart at the edge (drawn by hypothesis 6.100, not by 6.14x)
+@example([-1.3877787807814457e-17], [(0.0, 0.0), (0.5, 0.0)], 0.5)
 def test_stab_agrees_with_the_obvious_pairs(times: list[float],
                                             intervals: list[tuple[float, float]],
                                             tol: float) -> None:

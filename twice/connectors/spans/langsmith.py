@@ -6,7 +6,8 @@ A run as LangSmith stores what langchain_core's tracer made of a tool call (lang
 `tracers/core.py` `_create_tool_run`: the callback's keyword arguments become `extra`, so
 `extra.tool_call_id`; the run's metadata is `extra.metadata`, where LangGraph puts `thread_id`,
 `langgraph_step`, `langgraph_node`, `checkpoint_ns`): `id` and `trace_id` (UUIDs), `name` (the
-tool), `run_type` (`tool`, `chain`, `llm`, ...), `inputs` (`{"input": "<args>"}` or the args),
+tool), `run_type` (`tool`, `chain`, `llm`, ...), `inputs` (`{"input": "<args>"}` or the args;
+`<args>` is JSON, or a Python dict's text from langchain-core 1.2 and older),
 `outputs` (`{"output": <ToolMessage>}`), `error` (the traceback's text), `start_time` and
 `end_time` (ISO-8601, UTC when no zone is given), `parent_run_id`. A tool run becomes an
 `execute_tool` span; every other run only an ancestor, passing its thread id down.
@@ -14,6 +15,7 @@ tool), `run_type` (`tool`, `chain`, `llm`, ...), `inputs` (`{"input": "<args>"}`
 
 from __future__ import annotations
 
+import ast
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -86,8 +88,24 @@ def _message_call_id(output: Any) -> str | None:
     return _text(kwargs.get("tool_call_id"))
 
 
+_MAX_REPR = 65536  # longer `inputs.input` text is not read as a Python literal
+
+
+def _literal(text: str) -> Any:
+    """A Python literal's value (langchain-core 1.2 and older trace a tool's input as `str(dict)`:
+    `{'customer': 'cus_1', 'amount': 500}`); None for anything else. `ast.literal_eval` runs no
+    code; the length cap and the caught errors keep hostile text from costing more than that."""
+    if len(text) > _MAX_REPR:
+        return None
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
 def _arguments(inputs: Any) -> str | None:
-    """The tool's arguments as JSON text: `inputs` itself, or the JSON text in `inputs.input`."""
+    """The tool's arguments as JSON text: `inputs` itself, or the JSON text (or Python dict's
+    text) in `inputs.input`."""
     if not isinstance(inputs, dict):
         return None
     args: Any = {k: v for k, v in inputs.items() if k not in ("tool_call_id", "callbacks")}
@@ -97,8 +115,13 @@ def _arguments(inputs: Any) -> str | None:
             try:
                 args = loads(args)
             except orjson.JSONDecodeError:
-                return None
-    return orjson.dumps(args).decode() if isinstance(args, dict) else None
+                args = _literal(args)
+    if not isinstance(args, dict):
+        return None
+    try:
+        return orjson.dumps(args).decode()
+    except (orjson.JSONEncodeError, TypeError):  # a literal's set, bytes or non-text keys
+        return None
 
 
 def _exception(error: str) -> tuple[str | None, str | None]:
