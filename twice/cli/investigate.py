@@ -25,6 +25,7 @@ from twice.cli.text import shown
 from twice.connectors.base import SourceError
 from twice.connectors.live import STRIPE_BASE_URL_ENV
 from twice.engine import analyze
+from twice.report import offset_dicts
 
 # Stripe's Events API keeps 30 days: a longer window finds nothing more
 MAX_WINDOW_S = 31 * 86400.0
@@ -96,12 +97,12 @@ def investigate_command(customer: str | None, payment_intent: str | None, charge
                   stripe_base_url=stripe_base_url, checkpoints=checkpoints, traces=traces)
     steps = Steps("investigate")
     result = investigate(req, progress=steps.say)  # its messages are redacted already
-    if out is not None:
-        for path in save_folder(req, result, out):
-            if steps.level > QUIET:
-                print(f"saved {shown(path)}", file=sys.stderr)
     with steps.step(f"analysing {len(result.rows):,} records"):
         analysis = analyze(result.rows, result.warnings)
+    if out is not None:
+        for path in save_folder(req, result, out, offset_dicts(analysis)):
+            if steps.level > QUIET:
+                print(f"saved {shown(path)}", file=sys.stderr)
     sources = [("stripe_api", req.subject)]
     if req.checkpoints:
         sources.append(("checkpoints", req.redact(req.checkpoints)))

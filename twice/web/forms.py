@@ -9,6 +9,7 @@ import re
 import tempfile
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import streamlit as st
@@ -19,9 +20,13 @@ from twice.connectors.live import STRIPE_BASE_URL_ENV
 from twice.store import Store, StoreError
 from twice.store.links import ViewState
 from twice.web import evidence
+from twice.web.export import FAILED_PREFIX, LIVE_ERRORS
 from twice.web.nav import go
 from twice.web.problems import store_problem
 from twice.web.text import md_text
+
+if TYPE_CHECKING:
+    from twice.connectors.live.investigate import Request, Result
 
 
 def upload_name(name: str, fallback: str) -> str:
@@ -71,7 +76,6 @@ def upload_form(store: Store) -> None:
 # link. The trace backend's field gets its URL back without the credentials.
 _SECRET_FIELDS = {"live_stripe_key": "_live_stripe_key", "live_checkpoints": "_live_checkpoints",
                   "live_traces": "_live_traces"}
-LIVE_ERRORS = "live investigation"  # the source named by a saved partial run's errors
 # userinfo up to the last "@" before the path (a password may hold an unencoded "@")
 _USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/\s]*@", re.I)
 
@@ -145,7 +149,6 @@ def live_form(store: Store) -> None:
             result = investigate(req, progress=lambda message: status.write(md_text(message)))
     # an uploaded file is named as it was uploaded, not by where it was kept
     errors = [e.replace(tmp + "/", "") for e in result.errors]
-    result.rows["origin"] = result.rows["origin"].str.replace(tmp + "/", "", regex=False)
     for error in errors:
         st.error(f"Partial: {md_text(error)}")
     if result.rows.empty:
@@ -153,16 +156,26 @@ def live_form(store: Store) -> None:
             st.warning(f"Nothing found: no evidence about {md_text(req.subject)} from "
                        f"{req.since:%Y-%m-%d %H:%M} to {req.until:%Y-%m-%d %H:%M} UTC.")
         return
-    # the failed sources are saved with it: the page moves on, and a shared link must say so too
-    failed = [{"source": LIVE_ERRORS, "detail": f"Partial: {e}"} for e in errors]
-    warnings = [{"source": w.source.replace(tmp + "/", ""),
-                 "detail": w.detail.replace(tmp + "/", "")} for w in result.warnings]
     try:
-        inv = store.create(f"Live: {req.subject} around {when:%Y-%m-%d %H:%M}", result.rows,
-                           sources=sorted(set(result.rows["source"].dropna())),
-                           warnings=[*warnings, *failed],
-                           tags=["live", *(["partial"] if result.partial else [])])
+        inv = save_live(store, req, result, tmp)
     except StoreError as exc:
         st.error(store_problem(exc, "The investigation was not saved"))
         return
     go(ViewState(inv=inv, tab="verdict"))
+
+
+def save_live(store: Store, req: Request, result: Result, tmp: str) -> str:
+    """Save a live investigation (`tmp`: the folder an uploaded file was kept in, named by its
+    upload name instead); returns its id. The failed sources are saved with it: the page moves
+    on, and a shared link and an exported folder must say so too."""
+    errors = [e.replace(tmp + "/", "") for e in result.errors]
+    rows = result.rows.copy()
+    rows["origin"] = rows["origin"].str.replace(tmp + "/", "", regex=False)
+    failed = [{"source": LIVE_ERRORS, "detail": f"{FAILED_PREFIX}{e}"} for e in errors]
+    warnings = [{"source": w.source.replace(tmp + "/", ""),
+                 "detail": w.detail.replace(tmp + "/", "")} for w in result.warnings]
+    when = pd.Timestamp(req.around)
+    return store.create(f"Live: {req.subject} around {when:%Y-%m-%d %H:%M}", rows,
+                        sources=sorted(set(rows["source"].dropna())),
+                        warnings=[*warnings, *failed],
+                        tags=["live", *(["partial"] if result.partial else [])])

@@ -12,7 +12,7 @@ request's secrets (`Request.secrets`), whatever a source echoed back.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -190,8 +190,10 @@ def _traces(req: Request, result: Result, progress: Progress) -> pd.DataFrame:
     return concat(frames)
 
 
-def save_folder(req: Request, result: Result, out: Path) -> list[Path]:
-    """Write what was fetched as an incident folder `twice analyze` reads back."""
+def save_folder(req: Request, result: Result, out: Path,
+                clock_offsets: Sequence[Mapping[str, Any]] = ()) -> list[Path]:
+    """Write what was fetched as an incident folder `twice analyze` reads back (`clock_offsets`:
+    the analysis' offsets, kept in its manifest)."""
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     if result.events_document is not None:
@@ -225,7 +227,8 @@ def save_folder(req: Request, result: Result, out: Path) -> list[Path]:
     readme.write_text(req.redact(_readme(req, result)))
     written.append(readme)
     written.append(manifest.write(out, _manifest(req, result, written), made_by="twice investigate",
-                                  subject=req.subject, since=req.since, until=req.until))
+                                  subject=req.subject, since=req.since, until=req.until,
+                                  clock_offsets=clock_offsets))
     return written
 
 
