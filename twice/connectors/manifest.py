@@ -140,3 +140,18 @@ def of_folders(paths: Sequence[str | Path]) -> tuple[list[Manifest], list[Source
             if manifest is not None:
                 manifests.append(manifest)
     return manifests, warnings
+
+
+def of_sources(targets: Sequence[str | Path]) -> tuple[list[Manifest], list[SourceWarning]]:
+    """The manifests of the folders the sources were read from (a folder given whole is read
+    as its files: `twice sweep` keeps the files), each folder once."""
+    folders: list[Path] = []
+    for target in targets:
+        path = Path(target)
+        try:
+            folder = path if path.is_dir() else path.parent if path.is_file() else None
+        except (OSError, ValueError):  # a DSN, a name the system refuses
+            folder = None
+        if folder is not None and folder not in folders:
+            folders.append(folder)
+    return of_folders(folders)
