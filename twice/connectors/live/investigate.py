@@ -12,6 +12,7 @@ request's secrets (`Request.secrets`), whatever a source echoed back.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -24,6 +25,7 @@ import pandas as pd
 from twice.connectors import checkpoints as checkpoint_source
 from twice.connectors import manifest
 from twice.connectors.base import SourceError, SourceWarning, credentials, redact
+from twice.connectors.live import LANGSMITH_KEY_ENV
 from twice.timeline import Kind, concat, derived_key
 
 # Threads run a little before and after the provider saw their requests.
@@ -38,12 +40,16 @@ class Request:
     stripe_key: str = field(repr=False)  # never printed, stored or linked
     stripe_base_url: str | None = None  # a Stripe-compatible server (tests, the lab)
     checkpoints: str | None = None  # PostgresSaver DSN or SqliteSaver file
-    traces: str | None = None  # jaeger+http://host:16686, tempo+http://host:3200, phoenix+...
+    traces: str | None = None  # jaeger+http://host:16686, tempo+..., phoenix+..., langsmith://P
 
     @property
     def secrets(self) -> list[str]:
-        """What must not be shown: the API key, the credentials in the DSN and the URL."""
-        return [self.stripe_key, *credentials(self.checkpoints), *credentials(self.traces)]
+        """What must not be shown: the API key, the credentials in the DSN and the URL, and
+        LangSmith's key (read from its environment variable) when it is the trace backend."""
+        langsmith = (self.traces or "").strip().lower().startswith("langsmith")
+        key = os.environ.get(LANGSMITH_KEY_ENV, "").strip() if langsmith else ""
+        return [self.stripe_key, *credentials(self.checkpoints), *credentials(self.traces),
+                *([key] if key else [])]
 
     def redact(self, text: str) -> str:
         return redact(text, self.secrets)
