@@ -41,13 +41,16 @@ class Request:
     stripe_base_url: str | None = None  # a Stripe-compatible server (tests, the lab)
     checkpoints: str | None = None  # PostgresSaver DSN or SqliteSaver file
     traces: str | None = None  # jaeger+http://host:16686, tempo+..., phoenix+..., langsmith://P
+    # LangSmith's key: None reads LANGSMITH_API_KEY (the command line); the web form gives its own
+    traces_key: str | None = field(default=None, repr=False)
 
     @property
     def secrets(self) -> list[str]:
         """What must not be shown: the API key, the credentials in the DSN and the URL, and
         LangSmith's key (read from its environment variable) when it is the trace backend."""
         langsmith = (self.traces or "").strip().lower().startswith("langsmith")
-        key = os.environ.get(LANGSMITH_KEY_ENV, "").strip() if langsmith else ""
+        key = ((os.environ.get(LANGSMITH_KEY_ENV, "") if self.traces_key is None
+                else self.traces_key).strip() if langsmith else "")
         return [self.stripe_key, *credentials(self.checkpoints), *credentials(self.traces),
                 *([key] if key else [])]
 
@@ -175,7 +178,7 @@ def _traces(req: Request, result: Result, progress: Progress) -> pd.DataFrame:
 
     frames = []
     try:
-        backend = backend_from_url(str(req.traces))
+        backend = backend_from_url(str(req.traces), api_key=req.traces_key)
         result.trace_backend = backend.name
         ids: list[str] = []
         for thread in result.thread_ids:

@@ -3,8 +3,8 @@
 path segment is the project, URL-quoted if need be).
 
 - The API key is read from the environment (`LANGSMITH_API_KEY`, as LangSmith's SDK reads it)
-  when the backend is made, sent as `x-api-key`, and never stored or shown (masked in every
-  message, whatever a server echoes).
+  when the backend is made, unless one is given (the web form's), sent as `x-api-key`, and
+  never stored or shown (masked in every message, whatever a server echoes).
 - `GET {base}/sessions?name=PROJECT&limit=1` -> `[project]`: the project's id (a "session").
 - `POST {base}/runs/query` `{"session": [id], "start_time", "filter", "trace", "select",
   "limit", "cursor"}` -> `{"runs": [...], "cursors": {"next": ...}}`, as the SDK's
@@ -63,7 +63,7 @@ class LangSmithBackend(BackendBase):
 
     def __init__(self, endpoint: Endpoint, *, limits: Limits = DEFAULT_LIMITS,
                  tool_attribute: str | None = None, request_id_attribute: str | None = None,
-                 page_size: int = PAGE) -> None:
+                 page_size: int = PAGE, api_key: str | None = None) -> None:
         super().__init__(endpoint, limits=limits, tool_attribute=tool_attribute,
                          request_id_attribute=request_id_attribute)
         base, _, project = endpoint.base_url.rpartition("/")
@@ -71,10 +71,10 @@ class LangSmithBackend(BackendBase):
             raise SourceError(endpoint.display, "name the project: langsmith://PROJECT or "
                               "langsmith+https://host/PROJECT")
         self.project = unquote(project)
-        key = os.environ.get(KEY_ENV, "").strip()
+        key = (os.environ.get(KEY_ENV, "") if api_key is None else api_key).strip()
         if not key and base == LANGSMITH_CLOUD:
-            raise SourceError(endpoint.display, f"environment variable {KEY_ENV} holds no "
-                              "LangSmith API key")
+            raise SourceError(endpoint.display, "no LangSmith API key" + (
+                f" (environment variable {KEY_ENV} holds none)" if api_key is None else ""))
         self.http = HttpSource(Endpoint(base, endpoint.display, endpoint.auth,
                                         (*endpoint.secrets, *([key] if key else []))),
                                limits, headers={"x-api-key": key} if key else None)

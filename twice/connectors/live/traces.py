@@ -115,12 +115,15 @@ def parse_url(url: str) -> tuple[str, Endpoint]:
 
 def backend_from_url(url: str, *, timeout_s: float = 10.0, limits: Limits | None = None,
                      tool_attribute: str | None = None,
-                     request_id_attribute: str | None = None) -> TraceBackend:
+                     request_id_attribute: str | None = None,
+                     api_key: str | None = None) -> TraceBackend:
     """A Jaeger, Tempo, Phoenix or LangSmith backend for `url`; ValueError naming the accepted
     forms otherwise.
 
     `timeout_s`: the longest wait for a read (`limits` sets every bound at once);
-    `tool_attribute` / `request_id_attribute`: as for `twice.connectors.spans.load`."""
+    `tool_attribute` / `request_id_attribute`: as for `twice.connectors.spans.load`;
+    `api_key`: LangSmith's key (None: from LANGSMITH_API_KEY; "": none, as the web app asks, so
+    the server's own key is never lent to a user of its form)."""
     backend, endpoint = parse_url(url)
     bounds = limits or Limits(connect_s=min(5.0, timeout_s), read_s=timeout_s)
     options: dict[str, Any] = {"limits": bounds, "tool_attribute": tool_attribute,
@@ -136,7 +139,7 @@ def backend_from_url(url: str, *, timeout_s: float = 10.0, limits: Limits | None
     if backend == "langsmith":
         from twice.connectors.live.langsmith import LangSmithBackend
 
-        return LangSmithBackend(endpoint, **options)
+        return LangSmithBackend(endpoint, api_key=api_key, **options)
     from twice.connectors.live.tempo import TempoBackend
 
     return TempoBackend(endpoint, **options)
