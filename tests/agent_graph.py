@@ -68,13 +68,18 @@ class Ledger:
 
 
 def make_charge_tool(
-    ledger: Ledger, fail_first: BaseException | None = None
+    ledger: Ledger, fail_first: BaseException | None = None,
+    provider: Callable[[str, int, str], None] | None = None,
 ) -> Any:
-    """`charge_subscription` as a plain function; raises `fail_first` on its first call."""
+    """`charge_subscription` as a plain function; raises `fail_first` on its first call.
+    `provider(customer_id, amount, currency)` charges a real payment provider first, so a
+    failure after it is the charge made and its answer lost."""
 
     def charge_subscription(customer_id: str, amount: int, currency: str) -> str:
         """Charge a customer's subscription (amount in minor units)."""
         ledger.calls += 1
+        if provider is not None:
+            provider(customer_id, amount, currency)
         if fail_first is not None and ledger.calls == 1:
             raise fail_first
         charge = {"id": f"ch_3Pq{ledger.calls:04d}", "customer": customer_id,
@@ -95,6 +100,7 @@ def build_agent(
     tool_retry: RetryPolicy | None = None,
     on_node: Callable[[str], None] | None = None,
     crash_beside_tools: BaseException | None = None,
+    provider: Callable[[str, int, str], None] | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the agent graph over `checkpointer`; the model answers with `script` in order.
 
@@ -103,10 +109,11 @@ def build_agent(
     `on_node(name)` is called as each node starts (tests move a frozen clock there).
     `crash_beside_tools` adds a `notify` node that runs in the same step as `tools` and raises:
     the step never completes, so no checkpoint follows and the tool's ToolMessage survives only
-    as a pending write (what a worker dying mid-step leaves behind).
+    as a pending write (what a worker dying mid-step leaves behind). `provider`: see
+    `make_charge_tool`.
     """
     model = GenericFakeChatModel(messages=iter(list(script)))
-    charge = make_charge_tool(ledger if ledger is not None else Ledger(), fail_first)
+    charge = make_charge_tool(ledger if ledger is not None else Ledger(), fail_first, provider)
     tools = ToolNode([charge], handle_tool_errors=handle_tool_errors)
 
     def agent(state: AgentState) -> dict[str, list[AnyMessage]]:

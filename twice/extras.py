@@ -3,6 +3,7 @@
 
     pip install 'twice[lab]'     the lab: twice lab, twice drill, the web app's drills
     pip install 'twice[auth]'    OIDC sign-in for a team (st.login)
+    pip install 'twice[protobuf]'  OTLP protobuf span files (Langfuse's export)
 
 A command that needs a missing extra says so in one line naming the extra, never with a
 traceback (`MissingExtra`). This module imports nothing beyond the standard library: it is
@@ -29,6 +30,8 @@ EXTRAS = {
                   "opentelemetry.instrumentation.requests",
                   "openinference.instrumentation.langchain", "time_machine", "moto", "boto3")),
     "auth": Extra("auth", "OIDC sign-in for a team (st.login)", ("authlib",)),
+    "protobuf": Extra("protobuf", "OTLP protobuf span files (what Langfuse's SDK sends)",
+                      ("google.protobuf", "opentelemetry.proto")),
 }
 
 

@@ -59,13 +59,18 @@ def group_dict(group: Group) -> dict[str, Any]:
     }
 
 
+def offset_dicts(analysis: Analysis) -> list[dict[str, Any]]:
+    """The clock offsets the analysis applied, as the contract gives them."""
+    return [{"source": o.source, "seconds": o.seconds, "pairs": o.pairs, "basis": o.basis,
+             "reference": o.reference, "low": o.low, "high": o.high, "thin": o.thin}
+            for o in analysis.offsets]
+
+
 def to_contract(analysis: Analysis) -> dict[str, Any]:
     """The JSON document; extra keys beyond the issue's contract are additive only."""
     return {
         "version": CONTRACT_VERSION,
         "groups": [group_dict(g) for g in analysis.groups],
         "warnings": [{"source": w.source, "detail": w.detail} for w in analysis.warnings],
-        "clock_offsets": [{"source": o.source, "seconds": o.seconds, "pairs": o.pairs,
-                           "basis": o.basis, "reference": o.reference, "low": o.low,
-                           "high": o.high, "thin": o.thin} for o in analysis.offsets],
+        "clock_offsets": offset_dicts(analysis),
     }

@@ -58,6 +58,19 @@ def test_a_hostile_trace_backend_is_one_clear_error(backend: str, mode: str) -> 
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_a_hostile_langsmith_endpoint_is_one_clear_error(
+        mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANGSMITH_API_KEY", KEY)
+    with hostile_backend(mode) as (url, internal):
+        api = backend_from_url(f"langsmith+{url}/agents", limits=LIMITS)
+        with pytest.raises(SourceError, match=re.escape(SAID[mode])) as err:
+            api.get_trace("1" * 32)
+    assert internal.requests == []
+    assert err.value.source == f"langsmith+{url}/agents"
+    _assert_nothing_internal(str(err.value))
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_a_hostile_stripe_base_url_is_one_clear_error(mode: str) -> None:
     with hostile_backend(mode) as (url, internal):
         with pytest.raises(SourceError, match=re.escape(SAID[mode])) as err:

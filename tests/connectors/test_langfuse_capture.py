@@ -7,9 +7,11 @@ Needs the `langfuse` extra (`pip install 'twice[langfuse]'`); skipped without it
 
 from __future__ import annotations
 
+import gzip
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,27 +88,72 @@ client.flush()
 from google.protobuf.json_format import MessageToJson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+import pathlib
+
+sent = pathlib.Path(sys.argv[2])  # each body as it was sent
 with open(sys.argv[1], "w") as out:
-    for path, encoding, body in bodies:
+    for i, (path, encoding, body) in enumerate(bodies):
         if path.endswith("/api/public/otel/v1/traces"):
+            (sent / f"traces-{i}.pb{'.gz' * (encoding == 'gzip')}").write_bytes(body)
             raw = gzip.decompress(body) if encoding == "gzip" else body
             message = ExportTraceServiceRequest.FromString(raw)
             out.write(MessageToJson(message, indent=None) + "\n")
 '''
 
 
-def test_langfuse_tool_spans_from_the_real_sdk(tmp_path: Path) -> None:
-    path = tmp_path / "langfuse.jsonl"
-    done = subprocess.run([sys.executable, "-c", CAPTURE, str(path)], capture_output=True,
-                          text=True, timeout=120)
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(the requests decoded to canonical JSON, one a line; a folder of the bodies as sent)."""
+    folder = tmp_path_factory.mktemp("langfuse")
+    path, sent = folder / "langfuse.jsonl", folder / "sent"
+    sent.mkdir()
+    done = subprocess.run([sys.executable, "-c", CAPTURE, str(path), str(sent)],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert path.read_text().strip(), "the SDK sent no spans"
+    return path, sent
+
+
+def _tools(result: Any) -> Any:
+    return result.rows[result.rows["kind"] == "tool_span"].sort_values("at")
+
+
+def test_langfuse_tool_spans_from_the_real_sdk(captured: tuple[Path, Path]) -> None:
+    path, _ = captured
     assert registry.detect(path) == "spans"
     result = spans.load(path)
     assert result.warnings == []
-    tools = result.rows[result.rows["kind"] == "tool_span"].sort_values("at")
+    tools = _tools(result)
     assert list(tools["tool_call_id"]) == ["call_abc", "call_abc"]
     assert list(tools["thread_id"]) == ["thr-9", "thr-9"]
     assert set(tools["tool_name"]) == {"charge_customer"}
     assert list(tools["outcome"]) == ["timeout", "unknown"]
     assert set(tools["amount"]) == {500}
+
+
+COLUMNS = ["at", "tool_call_id", "thread_id", "tool_name", "outcome", "amount", "span_id"]
+
+
+def test_langfuse_protobuf_is_read_as_sent_gzipped_or_not(
+        captured: tuple[Path, Path], tmp_path: Path) -> None:
+    """The bodies the SDK posted (OTLP protobuf, gzip), read directly: the same tool spans as
+    their JSON decoding; unzipped, the same again; a folder of them is sniffed."""
+    path, sent = captured
+    bodies = sorted(sent.iterdir())
+    assert bodies and all(b.read_bytes()[:2] == b"\x1f\x8b" for b in bodies)  # gzip, as sent
+    expected = _tools(spans.load(path))[COLUMNS].reset_index(drop=True)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for body in bodies:
+        assert registry.detect(body) == "spans"
+        (plain / body.name.removesuffix(".gz")).write_bytes(gzip.decompress(body.read_bytes()))
+    # no suffix to go by: the content says it is OTLP protobuf
+    (tmp_path / "capture").write_bytes(bodies[-1].read_bytes())
+    assert registry.detect(tmp_path / "capture") == "spans"
+    for folder in (sent, plain):
+        found, skipped = registry.scan_folder(folder)
+        assert skipped == [] and {n for n, _ in found} == {"spans"}
+        loaded = registry.load_all([(n, p, {}) for n, p in found])
+        assert loaded.warnings == []
+        tools = _tools(loaded)[COLUMNS].reset_index(drop=True)
+        assert tools.equals(expected), (folder, tools, expected)

@@ -214,7 +214,7 @@ class Browser:
         page.get_by_label("Stripe restricted key (used for this request only, never saved)") \
             .fill(key)
         page.get_by_label("Checkpoints DSN or SqliteSaver path (optional)").fill(checkpoints)
-        page.get_by_role("textbox", name="Trace backend (optional)").fill(traces)
+        page.get_by_role("textbox", name="Trace backend address (optional)").fill(traces)
         page.get_by_role("button", name="Investigate").click()
         try:  # any end the form can come to: the verdict, a message, an error
             page.wait_for_function(

@@ -25,14 +25,15 @@ from twice.cli.text import shown
 from twice.connectors.base import SourceError
 from twice.connectors.live import STRIPE_BASE_URL_ENV
 from twice.engine import analyze
+from twice.report import offset_dicts
 
 # Stripe's Events API keeps 30 days: a longer window finds nothing more
 MAX_WINDOW_S = 31 * 86400.0
 
 
 class TraceBackendUrl(click.ParamType):
-    """`--traces`: a Jaeger, Tempo or Phoenix query URL, checked before anything is
-    fetched."""
+    """`--traces`: a Jaeger, Tempo, Phoenix or LangSmith query URL, checked before anything
+    is fetched."""
 
     name = "url"
 
@@ -67,8 +68,10 @@ class TraceBackendUrl(click.ParamType):
 @click.option("--checkpoints", default=None, metavar="DSN",
               help="LangGraph checkpoints: a postgresql:// DSN (read-only) or a SqliteSaver file")
 @click.option("--traces", type=TraceBackendUrl(), default=None, metavar="URL",
-              help="trace backend: jaeger+http://host:16686, tempo+http://host:3200 or "
-                   "phoenix+http://:API_KEY@host:6006/PROJECT")
+              help="trace backend: jaeger+http://host:16686, tempo+http://host:3200, "
+                   "phoenix+http://:API_KEY@host:6006/PROJECT, or langsmith://PROJECT "
+                   "(langsmith+http://host:port/PROJECT self-hosted; the key from "
+                   "LANGSMITH_API_KEY)")
 @click.option("--out", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="save what was fetched as an incident folder `twice analyze` reads")
 @format_option
@@ -96,12 +99,12 @@ def investigate_command(customer: str | None, payment_intent: str | None, charge
                   stripe_base_url=stripe_base_url, checkpoints=checkpoints, traces=traces)
     steps = Steps("investigate")
     result = investigate(req, progress=steps.say)  # its messages are redacted already
-    if out is not None:
-        for path in save_folder(req, result, out):
-            if steps.level > QUIET:
-                print(f"saved {shown(path)}", file=sys.stderr)
     with steps.step(f"analysing {len(result.rows):,} records"):
         analysis = analyze(result.rows, result.warnings)
+    if out is not None:
+        for path in save_folder(req, result, out, offset_dicts(analysis)):
+            if steps.level > QUIET:
+                print(f"saved {shown(path)}", file=sys.stderr)
     sources = [("stripe_api", req.subject)]
     if req.checkpoints:
         sources.append(("checkpoints", req.redact(req.checkpoints)))

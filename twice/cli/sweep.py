@@ -30,7 +30,7 @@ from twice.connectors.base import SourceError
 from twice.formats import money
 from twice.store import Store, open_store
 from twice.store.sweeps import SweepGroup, SweepRecord, get_sweep, list_sweeps, sweep_groups
-from twice.sweep.report import document, group_link, listing, totals
+from twice.sweep.report import document, group_link, listing, partial, totals
 from twice.sweep.run import MAX_CHUNK_S, MAX_OVERLAP_S, MIN_CHUNK_S, options_from, run_sweep
 
 
@@ -110,7 +110,8 @@ def _stored_sources(record: SweepRecord) -> list[Source]:
 
 
 def _emit(store: Store, sweep_id: str, fmt: str, base_url: str, gate: bool = False) -> int:
-    """The sweep on stdout; with --exit-code, 1 when it holds duplicate groups."""
+    """The sweep on stdout; 3 when a swept folder says some of its sources failed, else with
+    --exit-code 1 when it holds duplicate groups."""
     record = get_sweep(store, sweep_id)
     if record is None:
         raise SourceError("command line", f"no sweep {sweep_id!r} in the store")
@@ -119,7 +120,7 @@ def _emit(store: Store, sweep_id: str, fmt: str, base_url: str, gate: bool = Fal
         sys.stdout.buffer.write(json_out(document(record, groups, base_url)))
     else:
         _print_table(record, groups, base_url)
-    return report_code(partial=False, found=bool(groups), gate=gate)
+    return report_code(partial=partial(record), found=bool(groups), gate=gate)
 
 
 def _list(store: Store, fmt: str) -> int:
@@ -160,3 +161,8 @@ def _print_table(record: SweepRecord, groups: Sequence[SweepGroup], base_url: st
     out.print(f"{t['groups']} duplicate groups, money at risk {money(t['money_at_risk'])}")
     for w in record.warnings:
         out.print(line(f"warning: {w.get('source')}: {w.get('detail')}"))
+    errors = record.params.get("errors") or []
+    for error in errors:
+        out.print(line(f"PARTIAL (saved by the investigation): {error}"))
+    if partial(record) and not errors:
+        out.print("PARTIAL: a swept folder's manifest says so, or cannot be read")

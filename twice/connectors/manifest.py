@@ -1,8 +1,9 @@
 """The manifest a saved incident folder carries: which sources were fetched from where, which
 failed and why, and whether the folder is therefore partial.
 
-`twice investigate --out` writes it (`twice-manifest.json`, beside the evidence files; no secret:
-every text in it went through the request's `redact`), and `twice analyze` of the folder reports
+`twice investigate --out` and the web app's folder export write it (`twice-manifest.json`, beside
+the evidence files; no secret: every text in it went through the request's `redact`, or was saved
+redacted), and `twice analyze` of the folder reports
 the folder's `partial` and `errors` as the investigation did. The manifest is no evidence: the
 folder scan skips it. What it says is read as hostile data: a manifest that cannot be read is a
 warning naming it and why, never the end of the analysis.
@@ -10,7 +11,7 @@ warning naming it and why, never the end of the analysis.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,13 +44,29 @@ class Manifest:
     sources: list[SourceEntry] = field(default_factory=list)
 
 
-def write(folder: Path, manifest: Manifest, *, made_by: str, subject: str | None = None,
-          since: datetime | None = None, until: datetime | None = None) -> Path:
-    """Write `manifest` into `folder`; the caller has redacted every text in it."""
+def versions() -> dict[str, str | int]:
+    """What made the folder: twice's version and its JSON contract's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from twice.report import CONTRACT_VERSION
+
+    try:
+        installed = version("twice")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        installed = "unknown"
+    return {"twice": installed, "contract": CONTRACT_VERSION}
+
+
+def document(manifest: Manifest, *, made_by: str, subject: str | None = None,
+             since: datetime | None = None, until: datetime | None = None,
+             clock_offsets: Sequence[Mapping[str, Any]] = ()) -> bytes:
+    """The manifest file's bytes; the caller has redacted every text in it. `clock_offsets`:
+    the analysis' offsets as the JSON contract gives them (`twice.report.offset_dicts`)."""
     doc: dict[str, Any] = {
         "twice_manifest": VERSION,
         "made_by": made_by,
         "made_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "versions": versions(),
         "subject": subject,
         "window": ({"since": since.isoformat(), "until": until.isoformat()}
                    if since is not None and until is not None else None),
@@ -57,9 +74,15 @@ def write(folder: Path, manifest: Manifest, *, made_by: str, subject: str | None
         "errors": list(manifest.errors),
         "sources": [{"name": s.name, "target": s.target, "ok": s.ok, "files": s.files,
                      "errors": s.errors} for s in manifest.sources],
+        "clock_offsets": [dict(o) for o in clock_offsets],
     }
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+
+
+def write(folder: Path, manifest: Manifest, **made: Any) -> Path:
+    """Write `manifest` into `folder` (`made`: `document`'s keywords)."""
     path = folder / NAME
-    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    path.write_bytes(document(manifest, **made))
     return path
 
 
@@ -117,3 +140,18 @@ def of_folders(paths: Sequence[str | Path]) -> tuple[list[Manifest], list[Source
             if manifest is not None:
                 manifests.append(manifest)
     return manifests, warnings
+
+
+def of_sources(targets: Sequence[str | Path]) -> tuple[list[Manifest], list[SourceWarning]]:
+    """The manifests of the folders the sources were read from (a folder given whole is read
+    as its files: `twice sweep` keeps the files), each folder once."""
+    folders: list[Path] = []
+    for target in targets:
+        path = Path(target)
+        try:
+            folder = path if path.is_dir() else path.parent if path.is_file() else None
+        except (OSError, ValueError):  # a DSN, a name the system refuses
+            folder = None
+        if folder is not None and folder not in folders:
+            folders.append(folder)
+    return of_folders(folders)

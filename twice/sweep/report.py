@@ -51,7 +51,15 @@ def document(record: SweepRecord, groups: Sequence[SweepGroup], base_url: str) -
                     "link": group_link(base_url, g)} for g in groups],
         "totals": totals(groups),
         "warnings": record.warnings,
+        "partial": partial(record),
+        "errors": list(record.params.get("errors", [])),
     }
+
+
+def partial(record: SweepRecord) -> bool:
+    """Whether a folder swept says some of its sources failed (its manifest), or its manifest
+    could not be read (a sweep stored before manifests were read: False)."""
+    return bool(record.params.get("partial")) or bool(record.params.get("errors"))
 
 
 def listing(sweeps: Sequence[SweepRecord]) -> list[dict[str, Any]]:

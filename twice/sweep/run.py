@@ -45,7 +45,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from twice.connectors import registry
+from twice.connectors import manifest, registry
 from twice.connectors.base import SourceError, redact
 from twice.engine import Group, Options, analyze
 from twice.formats import utc
@@ -296,6 +296,9 @@ def run_sweep(store: Store, sources: Sequence[Source], *, since: Any = None, unt
                           "and options (a source file changed, or other options were given)")
     sweep_id = computed
     timeline, warnings = load(sources)
+    # a folder `twice investigate --out` (or the web export) saved says which sources failed
+    manifests, unreadable = manifest.of_sources([t for _, t, _ in sources])
+    warnings = [*unreadable, *warnings]
     existing = get_sweep(store, sweep_id)
     if existing is not None:  # a resume: the stored plan, even if a DSN's data grew since
         p = existing.params
@@ -311,7 +314,9 @@ def run_sweep(store: Store, sources: Sequence[Source], *, since: Any = None, unt
               "until_asked": None if until is None else utc(until).isoformat(),
               "chunk_s": chunk_s, "overlap_s": overlap_s, "provider": provider,
               "window_s": opts.window_s, "tolerance_s": opts.tolerance_s,
-              "bands": [opts.bands.seconds, opts.bands.tens_of_seconds, opts.bands.retention]}
+              "bands": [opts.bands.seconds, opts.bands.tens_of_seconds, opts.bands.retention],
+              "partial": any(m.partial for m in manifests) or bool(unreadable),
+              "errors": [e for m in manifests for e in m.errors]}
     start_sweep(store, sweep_id, params, plan.total,
                 [{"source": w.source, "detail": w.detail} for w in warnings])
     done = done_chunks(store, sweep_id)

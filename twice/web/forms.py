@@ -9,6 +9,8 @@ import re
 import tempfile
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 import pandas as pd
 import streamlit as st
@@ -19,9 +21,13 @@ from twice.connectors.live import STRIPE_BASE_URL_ENV
 from twice.store import Store, StoreError
 from twice.store.links import ViewState
 from twice.web import evidence
+from twice.web.export import FAILED_PREFIX, LIVE_ERRORS
 from twice.web.nav import go
 from twice.web.problems import store_problem
 from twice.web.text import md_text
+
+if TYPE_CHECKING:
+    from twice.connectors.live.investigate import Request, Result
 
 
 def upload_name(name: str, fallback: str) -> str:
@@ -70,8 +76,16 @@ def upload_form(store: Store) -> None:
 # in this process and are never echoed back to the page, kept in the session, saved or put in a
 # link. The trace backend's field gets its URL back without the credentials.
 _SECRET_FIELDS = {"live_stripe_key": "_live_stripe_key", "live_checkpoints": "_live_checkpoints",
-                  "live_traces": "_live_traces"}
-LIVE_ERRORS = "live investigation"  # the source named by a saved partial run's errors
+                  "live_traces": "_live_traces", "live_traces_key": "_live_traces_key"}
+# the trace backends the form offers: (label, URL scheme, what the address field takes)
+TRACE_BACKENDS = {
+    "none": ("No trace backend", "", ""),
+    "jaeger": ("Jaeger", "jaeger+", "http://host:16686"),
+    "tempo": ("Grafana Tempo", "tempo+", "http://host:3200"),
+    "phoenix": ("Arize Phoenix", "phoenix+", "http://host:6006/PROJECT"),
+    "langsmith": ("LangSmith", "langsmith+", "PROJECT, or http://host:port/PROJECT self-hosted"),
+}
+_SCHEME = re.compile(r"[a-z][a-z0-9]*\+https?://", re.I)
 # userinfo up to the last "@" before the path (a password may hold an unencoded "@")
 _USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/\s]*@", re.I)
 
@@ -79,6 +93,33 @@ _USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/\s]*@", re.I)
 def without_userinfo(url: str) -> str:
     """`jaeger+http://user:password@host:16686` -> `jaeger+http://host:16686`."""
     return _USERINFO.sub(lambda m: m["scheme"], url.strip())
+
+
+def trace_target(kind: str, typed: str, key: str) -> tuple[str | None, str | None]:
+    """(the trace backend URL, LangSmith's key) for the form's choice, address and key. An
+    address typed with its scheme (`jaeger+http://...`) is taken as it is. Phoenix's key goes
+    in the URL (sent as its bearer token); LangSmith's is given to the backend, "" when the
+    field is empty, so the server's own LANGSMITH_API_KEY is never lent to the form."""
+    typed = typed.strip()
+    if not typed:
+        return None, None
+    if kind not in TRACE_BACKENDS or kind == "none":  # the scheme typed says which
+        kind = next((k for k, (_, scheme, _) in TRACE_BACKENDS.items()
+                     if scheme and typed.lower().startswith((scheme, scheme[:-1] + "://"))),
+                    "none")
+        if kind == "none":
+            return typed, None  # not a backend URL: the backend's parser says so
+    scheme = TRACE_BACKENDS[kind][1]
+    if _SCHEME.match(typed) or typed.lower().startswith("langsmith://"):
+        url = typed
+    elif kind == "langsmith" and "://" not in typed:
+        url = f"langsmith://{quote(typed, safe='')}"  # a project of LangSmith's own API
+    else:
+        url = scheme + typed
+    if kind == "phoenix" and key and "@" not in url.partition("://")[2].partition("/")[0]:
+        head, sep, rest = url.partition("://")
+        url = f"{head}{sep}:{quote(key, safe='')}@{rest}"
+    return url, (key if kind == "langsmith" else None)
 
 
 def _take_secrets() -> None:
@@ -103,12 +144,19 @@ def live_form(store: Store) -> None:
                       placeholder="postgresql://user:password@host/db")
         upload = st.file_uploader("…or upload a SqliteSaver file (optional)",
                                   key="live_checkpoints_file")
-        st.text_input("Trace backend (optional)", placeholder="jaeger+http://host:16686",
+        kind = st.selectbox("Trace backend", list(TRACE_BACKENDS),
+                            format_func=lambda k: TRACE_BACKENDS[k][0], key="live_traces_kind")
+        st.text_input("Trace backend address (optional)",
+                      placeholder=TRACE_BACKENDS[str(kind)][2] or "jaeger+http://host:16686",
                       key="live_traces")
+        st.text_input("Trace backend API key (Phoenix, LangSmith; used for this request only, "
+                      "never saved)", type="password", key="live_traces_key")
         sent = st.form_submit_button("Investigate", on_click=_take_secrets)
     key = str(st.session_state.pop(_SECRET_FIELDS["live_stripe_key"], "") or "")
     typed = str(st.session_state.pop(_SECRET_FIELDS["live_checkpoints"], "") or "")
-    traces = str(st.session_state.pop(_SECRET_FIELDS["live_traces"], "") or "").strip()
+    traces, traces_key = trace_target(
+        str(kind), str(st.session_state.pop(_SECRET_FIELDS["live_traces"], "") or ""),
+        str(st.session_state.pop(_SECRET_FIELDS["live_traces_key"], "") or ""))
     if not sent:
         return
     if not subject.strip():
@@ -139,13 +187,12 @@ def live_form(store: Store) -> None:
             Path(checkpoints).write_bytes(upload.getvalue())
         req = Request(subject=subject.strip(), around=when.to_pydatetime(),
                       window=timedelta(hours=hours), stripe_key=key,
-                      checkpoints=checkpoints, traces=traces or None,
+                      checkpoints=checkpoints, traces=traces, traces_key=traces_key,
                       stripe_base_url=os.environ.get(STRIPE_BASE_URL_ENV) or None)
         with st.status("Pulling evidence…") as status:
             result = investigate(req, progress=lambda message: status.write(md_text(message)))
     # an uploaded file is named as it was uploaded, not by where it was kept
     errors = [e.replace(tmp + "/", "") for e in result.errors]
-    result.rows["origin"] = result.rows["origin"].str.replace(tmp + "/", "", regex=False)
     for error in errors:
         st.error(f"Partial: {md_text(error)}")
     if result.rows.empty:
@@ -153,16 +200,26 @@ def live_form(store: Store) -> None:
             st.warning(f"Nothing found: no evidence about {md_text(req.subject)} from "
                        f"{req.since:%Y-%m-%d %H:%M} to {req.until:%Y-%m-%d %H:%M} UTC.")
         return
-    # the failed sources are saved with it: the page moves on, and a shared link must say so too
-    failed = [{"source": LIVE_ERRORS, "detail": f"Partial: {e}"} for e in errors]
-    warnings = [{"source": w.source.replace(tmp + "/", ""),
-                 "detail": w.detail.replace(tmp + "/", "")} for w in result.warnings]
     try:
-        inv = store.create(f"Live: {req.subject} around {when:%Y-%m-%d %H:%M}", result.rows,
-                           sources=sorted(set(result.rows["source"].dropna())),
-                           warnings=[*warnings, *failed],
-                           tags=["live", *(["partial"] if result.partial else [])])
+        inv = save_live(store, req, result, tmp)
     except StoreError as exc:
         st.error(store_problem(exc, "The investigation was not saved"))
         return
     go(ViewState(inv=inv, tab="verdict"))
+
+
+def save_live(store: Store, req: Request, result: Result, tmp: str) -> str:
+    """Save a live investigation (`tmp`: the folder an uploaded file was kept in, named by its
+    upload name instead); returns its id. The failed sources are saved with it: the page moves
+    on, and a shared link and an exported folder must say so too."""
+    errors = [e.replace(tmp + "/", "") for e in result.errors]
+    rows = result.rows.copy()
+    rows["origin"] = rows["origin"].str.replace(tmp + "/", "", regex=False)
+    failed = [{"source": LIVE_ERRORS, "detail": f"{FAILED_PREFIX}{e}"} for e in errors]
+    warnings = [{"source": w.source.replace(tmp + "/", ""),
+                 "detail": w.detail.replace(tmp + "/", "")} for w in result.warnings]
+    when = pd.Timestamp(req.around)
+    return store.create(f"Live: {req.subject} around {when:%Y-%m-%d %H:%M}", rows,
+                        sources=sorted(set(rows["source"].dropna())),
+                        warnings=[*warnings, *failed],
+                        tags=["live", *(["partial"] if result.partial else [])])

@@ -12,7 +12,8 @@ request's secrets (`Request.secrets`), whatever a source echoed back.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,6 +25,7 @@ import pandas as pd
 from twice.connectors import checkpoints as checkpoint_source
 from twice.connectors import manifest
 from twice.connectors.base import SourceError, SourceWarning, credentials, redact
+from twice.connectors.live import LANGSMITH_KEY_ENV
 from twice.timeline import Kind, concat, derived_key
 
 # Threads run a little before and after the provider saw their requests.
@@ -38,12 +40,19 @@ class Request:
     stripe_key: str = field(repr=False)  # never printed, stored or linked
     stripe_base_url: str | None = None  # a Stripe-compatible server (tests, the lab)
     checkpoints: str | None = None  # PostgresSaver DSN or SqliteSaver file
-    traces: str | None = None  # jaeger+http://host:16686, tempo+http://host:3200, phoenix+...
+    traces: str | None = None  # jaeger+http://host:16686, tempo+..., phoenix+..., langsmith://P
+    # LangSmith's key: None reads LANGSMITH_API_KEY (the command line); the web form gives its own
+    traces_key: str | None = field(default=None, repr=False)
 
     @property
     def secrets(self) -> list[str]:
-        """What must not be shown: the API key, the credentials in the DSN and the URL."""
-        return [self.stripe_key, *credentials(self.checkpoints), *credentials(self.traces)]
+        """What must not be shown: the API key, the credentials in the DSN and the URL, and
+        LangSmith's key (read from its environment variable) when it is the trace backend."""
+        langsmith = (self.traces or "").strip().lower().startswith("langsmith")
+        key = ((os.environ.get(LANGSMITH_KEY_ENV, "") if self.traces_key is None
+                else self.traces_key).strip() if langsmith else "")
+        return [self.stripe_key, *credentials(self.checkpoints), *credentials(self.traces),
+                *([key] if key else [])]
 
     def redact(self, text: str) -> str:
         return redact(text, self.secrets)
@@ -169,7 +178,7 @@ def _traces(req: Request, result: Result, progress: Progress) -> pd.DataFrame:
 
     frames = []
     try:
-        backend = backend_from_url(str(req.traces))
+        backend = backend_from_url(str(req.traces), api_key=req.traces_key)
         result.trace_backend = backend.name
         ids: list[str] = []
         for thread in result.thread_ids:
@@ -190,8 +199,10 @@ def _traces(req: Request, result: Result, progress: Progress) -> pd.DataFrame:
     return concat(frames)
 
 
-def save_folder(req: Request, result: Result, out: Path) -> list[Path]:
-    """Write what was fetched as an incident folder `twice analyze` reads back."""
+def save_folder(req: Request, result: Result, out: Path,
+                clock_offsets: Sequence[Mapping[str, Any]] = ()) -> list[Path]:
+    """Write what was fetched as an incident folder `twice analyze` reads back (`clock_offsets`:
+    the analysis' offsets, kept in its manifest)."""
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     if result.events_document is not None:
@@ -225,7 +236,8 @@ def save_folder(req: Request, result: Result, out: Path) -> list[Path]:
     readme.write_text(req.redact(_readme(req, result)))
     written.append(readme)
     written.append(manifest.write(out, _manifest(req, result, written), made_by="twice investigate",
-                                  subject=req.subject, since=req.since, until=req.until))
+                                  subject=req.subject, since=req.since, until=req.until,
+                                  clock_offsets=clock_offsets))
     return written
 
 

@@ -1,5 +1,5 @@
-"""Trace backends: fetch spans from a Jaeger, Grafana Tempo or Phoenix query API into timeline
-rows.
+"""Trace backends: fetch spans from a Jaeger, Grafana Tempo, Phoenix or LangSmith query API into
+timeline rows.
 
 `backend_from_url("jaeger+http://host:16686")` or `("tempo+https://user:token@host/tempo")` gives
 a `TraceBackend`: `find_traces` turns a service / tags / time window into trace ids,
@@ -8,7 +8,8 @@ parsers), plus the JSON document as the backend returned it; `save_traces` write
 in a form the spans connector reads back (Jaeger: `{"data": [traces]}`; Tempo: OTLP JSON lines).
 
 Credentials in the URL are sent as HTTP basic auth (Phoenix: its API key, the URL's password
-or lone user name, as a bearer token) and never shown: errors and row origins name
+or lone user name, as a bearer token; LangSmith: the key in LANGSMITH_API_KEY as `x-api-key`,
+never in the URL) and never shown: errors and row origins name
 the URL with the password masked, and a backend's answer quoted in an error (a 401 page that
 echoes the Authorization header or the URL) goes through `redact` with the URL's credentials.
 Every failure to get an answer (unreachable, timeout, HTTP error, a body that is not JSON) is
@@ -45,8 +46,11 @@ __all__ = ["ACCEPTED_FORMS", "Endpoint", "HttpSource", "Limits", "TraceBackend",
 
 ACCEPTED_FORMS = ("jaeger+http://host:16686", "jaeger+https://host", "tempo+http://host:3200",
                   "tempo+https://user:token@host/base-path",
-                  "phoenix+https://:api-key@host/project")
-BACKENDS = ("jaeger", "tempo", "phoenix")
+                  "phoenix+https://:api-key@host/project", "langsmith://project",
+                  "langsmith+https://host/base-path/project")
+BACKENDS = ("jaeger", "tempo", "phoenix", "langsmith")
+# `langsmith://PROJECT`: LangSmith's own API (its key from LANGSMITH_API_KEY, never in the URL)
+LANGSMITH_CLOUD = "https://api.smith.langchain.com"
 _REASON_MAX = 300
 
 
@@ -77,7 +81,10 @@ class Endpoint:
 
 
 def parse_url(url: str) -> tuple[str, Endpoint]:
-    """(backend name, endpoint) of a `jaeger+`, `tempo+` or `phoenix+http(s)://` URL."""
+    """(backend name, endpoint) of a `jaeger+`, `tempo+`, `phoenix+` or `langsmith+http(s)://`
+    URL, or `langsmith://PROJECT`."""
+    if url.strip().lower().startswith("langsmith://"):
+        url = f"langsmith+{LANGSMITH_CLOUD}/{url.strip()[len('langsmith://'):]}"
     backend, plus, rest = url.strip().partition("+")
     why = ""
     try:
@@ -108,12 +115,15 @@ def parse_url(url: str) -> tuple[str, Endpoint]:
 
 def backend_from_url(url: str, *, timeout_s: float = 10.0, limits: Limits | None = None,
                      tool_attribute: str | None = None,
-                     request_id_attribute: str | None = None) -> TraceBackend:
-    """A Jaeger, Tempo or Phoenix backend for `url`; ValueError naming the accepted forms
-    otherwise.
+                     request_id_attribute: str | None = None,
+                     api_key: str | None = None) -> TraceBackend:
+    """A Jaeger, Tempo, Phoenix or LangSmith backend for `url`; ValueError naming the accepted
+    forms otherwise.
 
     `timeout_s`: the longest wait for a read (`limits` sets every bound at once);
-    `tool_attribute` / `request_id_attribute`: as for `twice.connectors.spans.load`."""
+    `tool_attribute` / `request_id_attribute`: as for `twice.connectors.spans.load`;
+    `api_key`: LangSmith's key (None: from LANGSMITH_API_KEY; "": none, as the web app asks, so
+    the server's own key is never lent to a user of its form)."""
     backend, endpoint = parse_url(url)
     bounds = limits or Limits(connect_s=min(5.0, timeout_s), read_s=timeout_s)
     options: dict[str, Any] = {"limits": bounds, "tool_attribute": tool_attribute,
@@ -126,6 +136,10 @@ def backend_from_url(url: str, *, timeout_s: float = 10.0, limits: Limits | None
         from twice.connectors.live.phoenix import PhoenixBackend
 
         return PhoenixBackend(endpoint, **options)
+    if backend == "langsmith":
+        from twice.connectors.live.langsmith import LangSmithBackend
+
+        return LangSmithBackend(endpoint, api_key=api_key, **options)
     from twice.connectors.live.tempo import TempoBackend
 
     return TempoBackend(endpoint, **options)
@@ -155,10 +169,12 @@ class HttpSource:
     another host, time limits, a size cap); every failure is a SourceError naming the masked
     URL, quoting at most a short redacted excerpt of what the backend said."""
 
-    def __init__(self, endpoint: Endpoint, limits: Limits, *, bearer: bool = False) -> None:
+    def __init__(self, endpoint: Endpoint, limits: Limits, *, bearer: bool = False,
+                 headers: dict[str, str] | None = None) -> None:
         self.endpoint = endpoint
         self.limits = limits
         self.bearer = bearer  # the URL's credentials as a bearer token (Phoenix), not basic auth
+        self.headers = headers or {}  # sent with every request (LangSmith's x-api-key)
 
     def fail(self, reason: str) -> SourceError:
         return SourceError(self.endpoint.display,
@@ -167,29 +183,39 @@ class HttpSource:
     def get_json(self, path: str, params: dict[str, Any] | None = None, *,
                  missing_ok: bool = False) -> Any:
         """The parsed JSON answer; None for a 404 when `missing_ok`."""
-        headers = {"Accept": "application/json"}
+        return self._json("GET", path, params, None, missing_ok=missing_ok)
+
+    def post_json(self, path: str, body: Any) -> Any:
+        """The parsed JSON answer to `body` POSTed as JSON."""
+        return self._json("POST", path, None, orjson.dumps(body), missing_ok=False)
+
+    def _json(self, method: str, path: str, params: dict[str, Any] | None,
+              content: bytes | None, *, missing_ok: bool) -> Any:
+        headers = {"Accept": "application/json", **self.headers}
+        if content is not None:
+            headers["Content-Type"] = "application/json"
         auth = self.endpoint.auth
         if self.bearer and auth is not None:
             headers["Authorization"] = f"Bearer {auth[1] or auth[0]}"
             auth = None
         try:
-            answer = fetch("GET", self.endpoint.base_url + path, params=params,
-                           headers=headers, auth=auth, limits=self.limits)
+            answer = fetch(method, self.endpoint.base_url + path, params=params,
+                           content=content, headers=headers, auth=auth, limits=self.limits)
         except HttpRefused as exc:
-            raise self.fail(f"GET {path}: {exc}") from None
+            raise self.fail(f"{method} {path}: {exc}") from None
         if answer.status == 404 and missing_ok:
             return None
         if answer.status >= 400:
-            raise self.fail(f"HTTP {answer.status} for GET {path}: "
+            raise self.fail(f"HTTP {answer.status} for {method} {path}: "
                             f"{_error_text(answer, self.endpoint.secrets)}")
         try:
             return loads(answer.content)
         except TooDeep as exc:
-            raise self.fail(f"GET {path}: the answer is {exc.msg}") from None
+            raise self.fail(f"{method} {path}: the answer is {exc.msg}") from None
         except orjson.JSONDecodeError:
             kind = excerpt(answer.headers.get("content-type", "no content type"))
             start = excerpt(answer.text(), self.endpoint.secrets)
-            raise self.fail(f"GET {path} answered {kind}, not JSON: {start!r}") from None
+            raise self.fail(f"{method} {path} answered {kind}, not JSON: {start!r}") from None
 
 
 class BackendBase:
@@ -243,8 +269,8 @@ def tempo_export(doc: Any) -> dict[str, Any]:
 def save_traces(docs: list[Any], backend: str, path: Path) -> None:
     """Write fetched documents so the spans connector reads them back: Jaeger ->
     `{"data": [traces]}`; Tempo -> OTLP JSON lines (one export object per trace); Phoenix ->
-    its pages of spans, one a line."""
-    if backend == "phoenix":
+    its pages of spans, one a line; LangSmith -> `{"runs": [...]}` of each trace, one a line."""
+    if backend in ("phoenix", "langsmith"):
         data = b"".join(orjson.dumps(d) + b"\n" for d in docs)
     elif backend == "jaeger":
         data = orjson.dumps({"data": [t for d in docs for t in _jaeger_traces(d)]})

@@ -24,8 +24,9 @@ from typing import Any
 import orjson
 
 from twice.connectors.base import LoadResult, SourceError, SourceWarning, Warnings
+from twice.connectors.jsonfile import require_regular_file
 from twice.connectors.spans import fast as spans_fast
-from twice.connectors.spans import langsmith
+from twice.connectors.spans import langsmith, protobuf
 from twice.connectors.spans.interpret import Options, SpanRows
 from twice.connectors.spans.jaeger import jaeger_spans
 from twice.connectors.spans.model import SpanRecord
@@ -153,11 +154,16 @@ def load(
     request_id_attribute: str | None = None,
 ) -> LoadResult:
     """Read an OTLP JSON / Jaeger JSON file, JSON lines a line at a time
-    (`twice.connectors.spans.read`).
+    (`twice.connectors.spans.read`), or an OTLP protobuf request, gzipped or not
+    (`twice.connectors.spans.protobuf`).
     `tool_attribute`: an extra attribute that marks a
     tool span and holds its tool call id; `request_id_attribute`: an extra attribute holding the
     provider request id on HTTP spans."""
     read_warnings: list[SourceWarning] = Warnings()  # lines not JSON: listed first, as before
+    if _is_protobuf(Path(target)):
+        return parse_spans([(str(target), protobuf.decode(target))], str(target),
+                           tool_attribute=tool_attribute,
+                           request_id_attribute=request_id_attribute)
     with _gc_paused():
         documents = span_documents(target, read_warnings, decode=spans_fast.decode)
         result = parse_spans(documents, str(target),
@@ -167,7 +173,19 @@ def load(
     return result
 
 
+def _is_protobuf(path: Path) -> bool:
+    require_regular_file(path)  # opening a FIFO would block
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except (OSError, ValueError):
+        return False  # the JSON reader names the problem
+    return protobuf.sniff(path, head)
+
+
 def sniff(path: Path, head: bytes) -> bool:
+    if protobuf.sniff(path, head):
+        return True  # OTLP protobuf, gzipped or not (read if the `protobuf` extra is there)
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text.startswith((b"{", b"[")):
         return False

@@ -45,7 +45,7 @@ def runs_of(doc: Any) -> list[Any] | None:
     return None
 
 
-def _uuid_hex(value: Any) -> str | None:
+def uuid_hex(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
     try:
@@ -54,7 +54,7 @@ def _uuid_hex(value: Any) -> str | None:
         return None
 
 
-def _ns(value: Any) -> int | None:
+def iso_ns(value: Any) -> int | None:
     if not isinstance(value, str) or not value:
         return None
     try:
@@ -141,21 +141,21 @@ def _record(run: Any, origin: str, where: str, warnings: list[SourceWarning]
     if not isinstance(run, dict):
         warn("not a run object; skipped")
         return None
-    run_id = _uuid_hex(run.get("id"))
-    trace_id = _uuid_hex(run.get("trace_id")) or run_id
+    run_id = uuid_hex(run.get("id"))
+    trace_id = uuid_hex(run.get("trace_id")) or run_id
     if run_id is None or trace_id is None:
         warn("no valid run id (a UUID); skipped")
         return None
-    start = _ns(run.get("start_time"))
+    start = iso_ns(run.get("start_time"))
     if start is None or not MIN_NS <= start < LATEST_NS:
         warn(f"run {run_id}: no readable start_time (ISO-8601, 1973-2100); skipped")
         return None
-    end = _ns(run.get("end_time"))
+    end = iso_ns(run.get("end_time"))
     if end is not None and not start <= end < LATEST_NS:
         warn(f"run {run_id}: end_time is before start_time or after 2100; end left empty")
         end = None
     raw_parent = run.get("parent_run_id")
-    parent = _uuid_hex(raw_parent)
+    parent = uuid_hex(raw_parent)
     if raw_parent and parent is None:
         warn(f"run {run_id}: unreadable parent_run_id; treated as a root run")
     extra = _object(run.get("extra"))

@@ -13,7 +13,7 @@ from twice.store import InvestigationNotFound
 from twice.store.links import ViewState, from_query, link
 from twice.verdict import fmt_gap
 from twice.web.cache import get_analysis, get_store
-from twice.web.forms import LIVE_ERRORS
+from twice.web.export import LIVE_ERRORS
 from twice.web.nav import base_url, go
 from twice.web.tabs import TABS, Investigation
 from twice.web.text import md_text, shown_frame
