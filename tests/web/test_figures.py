@@ -26,6 +26,7 @@ from twice.web.figures import (
     SELECTED_NAME,
     SELECTED_RING,
     attempt_comparison,
+    comparison_html,
     duplicates_frame,
     gaps_figure,
     timeline_figure,
@@ -284,6 +285,27 @@ def test_attempt_comparison_of_step_retry(incidents: dict[str, Incident]) -> Non
     assert not objects["same"]
     assert table.loc["amount", "same"] and table.loc["args / body", "same"]
     assert str(table.loc["time (raw)", "first"]).endswith("Z")
+
+
+def test_the_attempts_diff_marks_what_differs_and_escapes_it(
+        incidents: dict[str, Incident]) -> None:
+    import re
+
+    inc = incidents["step_retry"]
+    group = inc.analysis.groups[0]
+    dup = group.duplicates[0]
+    table = attempt_comparison(inc.analysis, group.group_id, dup.first, dup.second)
+    table.loc["customer", ["second", "same"]] = ["<script>alert(1)</script>\u202e", False]
+    page = comparison_html(table)
+    marked = dict(re.findall(r'<tr data-field="([^"]+)">.*?<td( class="[^"]*")?>', page))
+    # a fresh key per re-run differs; the same tool call and amount do not
+    assert "differ" in marked["idempotency key"] and "must-agree" not in marked[
+        "idempotency key"]
+    assert marked["tool_call_id"] == "" and marked["amount"] == ""
+    assert "must-agree" in marked["customer"]  # one intended call charges one customer
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<U+202E>" not in page and "&lt;U+202E&gt;" in page  # named, never obeyed
+    assert page.count("≠") == int((~table["same"].fillna(True)).sum())
 
 
 def _naive(ts: pd.Timestamp) -> pd.Timestamp:

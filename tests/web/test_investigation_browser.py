@@ -362,3 +362,25 @@ def test_a_box_drawn_on_the_timeline_is_the_links_window(busy_app: tuple[str, An
     page.locator(".js-plotly-plot").first.wait_for(timeout=90_000)
     page.get_by_role("button", name="Fit to the call again").wait_for(timeout=30_000)
     page.close()
+
+
+def test_the_attempts_diff_highlights_the_fields_that_differ(busy_app: tuple[str, Any],
+                                                             browser: Any) -> None:
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv=changed-amount&tab=verdict")
+    _verdict(page)
+    table = page.locator("table.twice-diff")
+    table.wait_for(timeout=30_000)
+    cells = table.evaluate("""t => Object.fromEntries([...t.querySelectorAll('tbody tr')].map(
+        r => [r.dataset.field, {cls: r.querySelector('td').className,
+                               values: [...r.querySelectorAll('td')].slice(0, 2).map(
+                                   c => c.innerText),
+                               bg: getComputedStyle(r.querySelector('td')).backgroundColor}]))""")
+    amount = cells["amount"]
+    assert amount["values"] == ["900", "1900"] and "must-agree" in amount["cls"], amount
+    assert cells["idempotency key"]["cls"] == "differ"  # a retry's own key: differs, expected
+    assert cells["customer"]["cls"] == ""  # the same customer: not marked
+    # marked cells are drawn in colour, unmarked ones are not
+    assert amount["bg"] != cells["customer"]["bg"] != cells["idempotency key"]["bg"]
+    page.close()

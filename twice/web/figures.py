@@ -8,6 +8,7 @@ with column operations only (no per-row Python).
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import math
 from dataclasses import dataclass
@@ -561,3 +562,40 @@ def attempt_comparison(analysis: Analysis, group_id: str, first: str, second: st
     out = pd.DataFrame(rows).set_index("field")
     out["same"] = out["same"].astype("boolean")
     return out
+
+
+# Fields of the comparison one intended call must share (`AGREE_FIELDS`, and what it was
+# asked to do): a difference there is marked as a doubt on the grouping, not as a retry's trace.
+MUST_AGREE = frozenset({"customer", "amount", "currency", "args / body", "tool_call_id"})
+DIFF_STYLE = (
+    "<style>.twice-diff{border-collapse:collapse;width:100%;font-size:.85em}"
+    ".twice-diff th,.twice-diff td{border:1px solid #ddd;padding:.25em .5em;text-align:left;"
+    "vertical-align:top;white-space:pre-wrap;overflow-wrap:anywhere}"
+    ".twice-diff td.differ{background:#fff3cd}"
+    ".twice-diff td.differ.must-agree{background:#f8d7da;font-weight:600}"
+    ".twice-diff td.missing{color:#888}</style>")
+
+
+def comparison_html(table: pd.DataFrame) -> str:
+    """The two attempts as an HTML diff (`attempt_comparison`'s table): one row a field, the
+    cells that differ marked (class `differ`, and `must-agree` where one intended call cannot
+    differ) with a "≠" a reader without colour sees too. Every value is escaped."""
+    rows = []
+    for field, row in table.iterrows():
+        same = row["same"]
+        differ = same is not pd.NA and not bool(same)
+        classes = ["differ"] if differ else []
+        if differ and field in MUST_AGREE:
+            classes.append("must-agree")
+        cells = []
+        for col in ("first", "second"):
+            value = row[col]
+            missing = not isinstance(value, str)
+            cls = " ".join([*classes, "missing"] if missing else classes)
+            text = "—" if missing else html.escape(visible(value))
+            cells.append(f'<td class="{cls}">{text}</td>' if cls else f"<td>{text}</td>")
+        mark = "≠" if differ else ("=" if same is not pd.NA else "")
+        rows.append(f'<tr data-field="{html.escape(str(field))}"><th>{html.escape(str(field))}'
+                    f'</th>{"".join(cells)}<td>{mark}</td></tr>')
+    return (f'{DIFF_STYLE}<table class="twice-diff"><thead><tr><th>field</th><th>first</th>'
+            f'<th>second</th><th></th></tr></thead><tbody>{"".join(rows)}</tbody></table>')

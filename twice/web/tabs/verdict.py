@@ -12,7 +12,13 @@ from twice.formats import money, visible
 from twice.layers import LAYERS
 from twice.store import effective_overrides
 from twice.verdict import fmt_gap
-from twice.web.figures import attempt_comparison, call_records, disagreements, record_text
+from twice.web.figures import (
+    attempt_comparison,
+    call_records,
+    comparison_html,
+    disagreements,
+    record_text,
+)
 from twice.web.links_out import LinkOut, links_out, record_ids, trace_template
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text, shown_frame
@@ -63,9 +69,10 @@ def render(inv: Investigation) -> None:
     st.markdown(md_text(dup.fix))
     if LAYERS[dup.layer].code:
         st.code(LAYERS[dup.layer].code, language="python")
-    st.subheader("The two attempts side by side")
+    st.subheader("The two attempts side by side", anchor="attempts")
     table = attempt_comparison(inv.analysis, group.group_id, dup.first, dup.second)
-    st.dataframe(shown_frame(table), width="stretch")
+    st.caption("Cells that differ are marked ≠ (red: a field one intended call cannot change).")
+    st.html(comparison_html(table))
     _attempt_links(inv)
     _raw_records(inv)
     if inv.analysis.offsets:
