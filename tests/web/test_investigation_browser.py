@@ -384,3 +384,75 @@ def test_the_attempts_diff_highlights_the_fields_that_differ(busy_app: tuple[str
     # marked cells are drawn in colour, unmarked ones are not
     assert amount["bg"] != cells["customer"]["bg"] != cells["idempotency key"]["bg"]
     page.close()
+
+
+def _axis(page: Any) -> list[float]:
+    """The timeline's x range now, in ms since the epoch (plotly's own axis)."""
+    page.wait_for_function("() => { const gd = document.querySelector('.js-plotly-plot');"
+                           " return gd && gd._fullLayout && gd._fullLayout.xaxis; }",
+                           timeout=60_000)
+    return list(page.locator(".js-plotly-plot").first.evaluate(
+        "gd => gd._fullLayout.xaxis.range.map(v => gd._fullLayout.xaxis.r2l(v))"))
+
+
+def _window(page_url: str) -> tuple[Any, Any]:
+    from urllib.parse import parse_qs
+
+    import pandas as pd
+
+    query = parse_qs(urlsplit(page_url).query)
+    return pd.Timestamp(query["t0"][0]), pd.Timestamp(query["t1"][0])
+
+
+def test_a_pan_and_a_typed_range_are_the_links_window(busy_app: tuple[str, Any],
+                                                      browser: Any) -> None:
+    import pandas as pd
+
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv=sample-step-retry&tab=timeline")
+    page.locator(".js-plotly-plot .nsewdrag").first.wait_for(state="attached", timeout=90_000)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
+    before = _axis(page)
+    # the pan tool of the chart's toolbar, then a drag to the right: earlier times come in
+    chart = page.locator(".js-plotly-plot").first
+    chart.hover()
+    page.locator(".modebar-btn[data-val='pan']").first.click()
+    drag = page.locator(".js-plotly-plot .nsewdrag").first
+    box = drag.bounding_box()
+    assert box is not None
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.3, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=8)
+    page.mouse.up()
+    page.wait_for_url(lambda u: "t0=" in u and "t1=" in u, timeout=30_000)
+    t0, t1 = _window(page.url)
+    span_ms = before[1] - before[0]
+    shift_ms = before[0] - t0.value / 1e6
+    # a pan keeps the span and moves the window a third of it (the drag) to the past
+    assert abs((t1 - t0).total_seconds() * 1000 - span_ms) < span_ms * 0.01
+    assert span_ms * 0.2 < shift_ms < span_ms * 0.4, (shift_ms, span_ms)
+    # the link reopens that window
+    page.goto(page.url)
+    page.get_by_role("button", name="Fit to the call again").wait_for(timeout=90_000)
+    reopened = _axis(page)
+    assert abs(reopened[0] - t0.value / 1e6) < 2 and abs(reopened[1] - t1.value / 1e6) < 2
+    # a typed range: From / To, then Show (the fitted view's first 50 s: the first attempt)
+    start = pd.Timestamp(before[0], unit="ms").floor("s")
+    end = start + pd.Timedelta(seconds=50)
+    page.get_by_role("textbox", name="From (UTC)").fill(f"{start:%Y-%m-%d %H:%M:%S}")
+    page.get_by_role("textbox", name="To (UTC)").fill(f"{end:%Y-%m-%d %H:%M:%S}")
+    page.get_by_role("button", name="Show this range").click()
+    page.wait_for_url(lambda u: f"t0={start:%Y-%m-%d}" in unquote(u)
+                      and _window(u)[1] - _window(u)[0] == pd.Timedelta(seconds=50),
+                      timeout=30_000)
+    page.goto(page.url)
+    page.get_by_role("button", name="Fit to the call again").wait_for(timeout=90_000)
+    axis = _axis(page)
+    assert abs(axis[0] - start.value / 1e6) < 2 and abs(axis[1] - axis[0] - 50_000) < 2, axis
+    # a range that is not one says so and keeps the view
+    page.get_by_role("textbox", name="To (UTC)").fill("yesterday-ish")
+    page.get_by_role("button", name="Show this range").click()
+    page.get_by_text("The time range was not changed").wait_for(timeout=30_000)
+    page.close()
