@@ -126,10 +126,16 @@ def test_gaps_figure_shades_the_bands_with_their_layers(all_dups: pd.DataFrame) 
         # the band shading spans the whole axis (range is log10 of seconds)
         lo, hi = (10 ** v for v in fig.layout.xaxis.range)
         assert shapes["seconds"].x0 <= lo and shapes["beyond_retention"].x1 >= hi
-        assert "sdk retry" in shapes["seconds"].label.text
-        assert "gateway retry" in shapes["seconds"].label.text
-        assert "step retry" in shapes["tens_of_seconds"].label.text
-        assert "redelivery" in shapes["minutes"].label.text
+        labels = {a.name: a for a in fig.layout.annotations}
+        assert list(labels) == list(shapes)  # one label a band, each on a row of its own
+        assert len({a.yshift for a in labels.values()}) == len(labels)
+        assert "sdk retry" in labels["seconds"].hovertext
+        assert "gateway retry" in labels["seconds"].hovertext
+        assert "step retry" in labels["tens_of_seconds"].hovertext
+        assert "redelivery" in labels["minutes"].hovertext
+        # inside the axis at both ends
+        lo, hi = fig.layout.xaxis.range
+        assert all(lo <= a.x <= hi for a in labels.values())
 
 
 def test_layer_colours_cover_every_layer_and_differ() -> None:

@@ -456,3 +456,33 @@ def test_a_pan_and_a_typed_range_are_the_links_window(busy_app: tuple[str, Any],
     page.get_by_role("button", name="Show this range").click()
     page.get_by_text("The time range was not changed").wait_for(timeout=30_000)
     page.close()
+
+
+def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
+    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+                or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+
+
+def test_the_gaps_band_labels_do_not_overprint_on_a_phone(busy_app: tuple[str, Any],
+                                                          browser: Any) -> None:
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True,
+                            has_touch=True, device_scale_factor=3)
+    page.goto(f"{url}/?inv={BUSY_DAY}&tab=gaps")
+    labels = page.locator(".js-plotly-plot .annotation")
+    labels.first.wait_for(timeout=90_000)
+    page.wait_for_function("() => document.querySelectorAll("
+                           "'.js-plotly-plot .annotation').length >= 4", timeout=30_000)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
+    texts = labels.locator(".annotation-text")
+    boxes = [texts.nth(i).bounding_box() for i in range(texts.count())]
+    names = texts.all_inner_texts()
+    assert len(boxes) == 4 and all(b is not None for b in boxes), names
+    for i, a in enumerate(boxes):
+        assert a["x"] >= 0 and a["x"] + a["width"] <= 390, (names[i], a)  # on the screen
+        for j in range(i + 1, len(boxes)):
+            assert not _overlap(a, boxes[j]), (names[i], names[j], a, boxes[j])
+    # nor over the chart's title
+    title = page.locator(".js-plotly-plot .gtitle").first.bounding_box()
+    assert title is not None and not any(_overlap(title, b) for b in boxes)
+    page.close()

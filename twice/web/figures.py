@@ -191,12 +191,12 @@ def gaps_figure(dups: pd.DataFrame, bands: Bands | None = None,
     fig = go.Figure()
     gaps = pd.to_numeric(dups["gap_seconds"], errors="coerce").astype(float).clip(lower=0)
     max_gap = float(gaps.max()) if len(gaps) else 0.0
-    for band, x0, x1 in _band_edges(bands, max_gap):
-        layers = ", ".join(layer.value.replace("_", " ") for layer in usual_suspects(band))
+    lo, hi = GAP_FLOOR_S / 2, max(bands.retention * 10, max_gap * 3)
+    edges = _band_edges(bands, max_gap)
+    for row, (band, x0, x1) in enumerate(edges):
         fig.add_vrect(x0=x0, x1=x1, fillcolor=_BAND_FILLS[band], line_width=0, layer="below",
-                      name=band.value,
-                      label={"text": f"<b>{BAND_LABELS[band]}</b><br>{layers}",
-                             "textposition": "top center", "font": {"size": 11}})
+                      name=band.value)
+        fig.add_annotation(_band_label(band, row, len(edges), (x0, x1), (lo, hi)))
     by_group = bool(dups["group_id"].nunique() <= 40) if len(dups) else True
     # the group ids are category labels on the axis: plotly draws markup in those too
     y_all = plot_texts(dups["group_id"]) if by_group else pd.Series(
@@ -230,8 +230,7 @@ def gaps_figure(dups: pd.DataFrame, bands: Bands | None = None,
                 "opacity": 1.0,
             },
         ))
-    lo, hi = GAP_FLOOR_S / 2, max(bands.retention * 10, max_gap * 3)
-    fig.update_xaxes(type="log", title="gap between attempts (seconds, log scale)",
+    fig.update_xaxes(type="log", title="gap between attempts (s, log scale)",
                      range=[math.log10(lo), math.log10(hi)])
     if by_group:
         fig.update_yaxes(type="category", title="logical call (group)")
@@ -239,10 +238,41 @@ def gaps_figure(dups: pd.DataFrame, bands: Bands | None = None,
         fig.update_yaxes(visible=False, range=[-1.5, 1.5])
     # Streamlit turns click-selection off while dragmode is "select"/"lasso": zoom keeps a click
     # on a point a selection event (the app opens that duplicate's verdict).
+    # the legend under the plot, so a phone's width is the plot's; the band labels in rows above
     fig.update_layout(clickmode="event+select", dragmode="zoom", hovermode="closest",
-                      legend_title_text="verdict layer", margin={"t": 60},
-                      title="Gaps between attempts of one logical call")
+                      legend={"title": {"text": "verdict layer"}, "orientation": "h",
+                              "y": -0.25, "yanchor": "top"},
+                      margin={"t": 40 + BAND_ROW_PX * len(edges)},
+                      title={"text": "Gaps between attempts of one logical call",
+                             "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 8}})
     return fig
+
+
+BAND_ROW_PX = 17  # a band label's row above the gaps plot
+
+
+def band_suspects(band: Band) -> str:
+    """The layers whose timing usually lands in `band`, in words."""
+    return ", ".join(layer.value.replace("_", " ") for layer in usual_suspects(band))
+
+
+def _band_label(band: Band, row: int, rows: int, edges: tuple[float, float],
+                axis: tuple[float, float]) -> dict[str, object]:
+    """A band's name on a row of its own above the plot (labels side by side overprint each
+    other on a phone, where a band is 30 px wide), over the band's visible middle, kept inside
+    the plot at its ends; the layers it suggests on hover (and under the chart)."""
+    lo, hi = (math.log10(v) for v in axis)
+    left, right = (min(max(math.log10(v), lo), hi) for v in edges)
+    middle = (left + right) / 2
+    share = (middle - lo) / (hi - lo)
+    x, anchor = (lo, "left") if share < 0.2 else (hi, "right") if share > 0.8 else \
+        (middle, "center")
+    return {"x": x, "xref": "x", "xanchor": anchor, "y": 1, "yref": "paper",
+            "yanchor": "bottom", "yshift": 4 + BAND_ROW_PX * (rows - 1 - row),
+            "text": f"<b>{BAND_LABELS[band]}</b>", "showarrow": False,
+            "font": {"size": 11}, "bgcolor": _BAND_FILLS[band].rsplit(",", 1)[0] + ",0.35)",
+            "hovertext": f"{BAND_LABELS[band]}: usually {band_suspects(band)}",
+            "name": band.value}
 
 
 # --- the timeline ------------------------------------------------------------------------------
