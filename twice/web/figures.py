@@ -472,7 +472,7 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
     fig.update_yaxes(type="linear", tickmode="array",
                      tickvals=[len(lanes) - 1 - i for i in range(len(lanes))], ticktext=lanes,
                      range=[-0.6, len(lanes) - 0.4], zeroline=False, showgrid=True,
-                     title=None)
+                     title=None, automargin=True)  # room for the longest lane name
     fig.update_xaxes(title=f"time (UTC, {'clock-aligned' if aligned else 'raw source clocks'})")
     if window is not None:
         fig.update_xaxes(range=[_utc_naive(pd.Series([lo_w])).iloc[0],
