@@ -404,3 +404,25 @@ def test_a_calls_raw_records_name_their_file_and_line(incidents: dict[str, Incid
     # the body as the provider logged it, parsed back into JSON
     body = records[records["args"].notna() & (records["kind"] == "provider_request")].iloc[0]
     assert isinstance(json.loads(record_text(body))["args"], dict)
+
+
+def test_the_waterfall_nests_the_calls_spans_and_draws_names_as_text(
+        incidents: dict[str, Incident]) -> None:
+    from twice.web.figures import call_spans, waterfall_figure
+
+    analysis = incidents["sdk_retry"].analysis
+    group = analysis.groups[0]
+    spans = call_spans(analysis, group)
+    # the tool span, then the SDK's two HTTP tries under it, oldest first
+    assert list(spans["kind"]) == ["tool_span", "http_span", "http_span"]
+    assert list(spans["depth"]) == [0, 1, 1]
+    assert (spans["parent_span_id"].iloc[1:] == spans["span_id"].iloc[0]).all()
+    assert spans["at"].iloc[1] < spans["at"].iloc[2]
+    hostile = dataclasses.replace(analysis, timeline=analysis.timeline.copy())
+    hostile.timeline.loc[spans.index[0], "name"] = "<b onmouseover=x>tool</b>\u202e"
+    fig = waterfall_figure(hostile, group)
+    labels = list(fig.layout.yaxis.ticktext)
+    assert "<b" not in labels[0] and "\u202e" not in labels[0], labels
+    assert labels[1].startswith("\u2003") and not labels[0].startswith("\u2003")
+    hovers = [h for t in fig.data for h in t.hovertext]
+    assert not any("<b onmouseover" in h for h in hovers)

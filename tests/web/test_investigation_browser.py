@@ -486,3 +486,35 @@ def test_the_gaps_band_labels_do_not_overprint_on_a_phone(busy_app: tuple[str, A
     title = page.locator(".js-plotly-plot .gtitle").first.bounding_box()
     assert title is not None and not any(_overlap(title, b) for b in boxes)
     page.close()
+
+
+def test_the_calls_spans_are_a_waterfall_under_their_parents(busy_app: tuple[str, Any],
+                                                             browser: Any) -> None:
+    url, analysis = busy_app
+    group = next(g for g in analysis.groups if g.worst_layer.value == "sdk_retry")
+    key = f"{group.group_id}:{group.duplicates[0].second}"
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv={BUSY_DAY}&dup={key}&tab=timeline")
+    page.get_by_text("Spans of the selected call", exact=True).wait_for(timeout=90_000)
+    chart = page.locator(".js-plotly-plot").nth(1)
+    chart.locator(".barlayer .point").first.wait_for(timeout=30_000)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
+    # the bars on screen: one per span, by row; the tool span's row first, its two HTTP
+    # attempts (the SDK's retry) indented under it, each bar inside its parent's stretch
+    bars = chart.evaluate("""gd => [...gd.querySelectorAll('.barlayer .trace')].flatMap(t =>
+        [...t.querySelectorAll('.point')].map((p, i) => {
+            const b = p.getBoundingClientRect(), tr = t.__data__[0].trace;
+            return {lane: tr.name, row: tr.y[i], left: b.left, right: b.right,
+                    outlined: Array.isArray(tr.marker.line.width)
+                              ? tr.marker.line.width[i] > 0 : tr.marker.line.width > 0};
+        }))""")
+    ticks = chart.locator(".ytick text").evaluate_all("els => els.map(e => e.textContent)")
+    by_row = sorted(bars, key=lambda b: b["row"])
+    assert [b["lane"] for b in by_row] == ["tool spans", "HTTP spans", "HTTP spans"], by_row
+    assert not ticks[0].startswith("\u2003") and all(t.startswith("\u2003") for t in ticks[1:])
+    parent = by_row[0]
+    for child in by_row[1:]:
+        assert parent["left"] - 1 <= child["left"] < child["right"] <= parent["right"] + 1
+        assert child["outlined"]  # an attempt's own span
+    assert by_row[1]["right"] <= by_row[2]["left"] + 1  # the retry after the first try
+    page.close()

@@ -629,3 +629,82 @@ def comparison_html(table: pd.DataFrame) -> str:
                     f'</th>{"".join(cells)}<td>{mark}</td></tr>')
     return (f'{DIFF_STYLE}<table class="twice-diff"><thead><tr><th>field</th><th>first</th>'
             f'<th>second</th><th></th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+
+
+# --- spans of one call, as a waterfall ---------------------------------------------------------
+
+WATERFALL_MAX_SPANS = 200  # the call's traces' first spans; a trace bigger than that is cut
+
+
+def call_spans(analysis: Analysis, group: Group) -> pd.DataFrame:
+    """The spans of the traces the group's records are in, each under its parent, depth first
+    (children by start time): `depth` is how deep it nests (0: its parent is not in the
+    evidence), `order` its row in the waterfall."""
+    records = call_records(analysis, group)
+    traces = set(records["trace_id"].dropna().astype(str)) if len(records) else set()
+    tl = analysis.timeline
+    spans = tl[tl["trace_id"].isin(traces) & tl["span_id"].notna()].sort_values(
+        "at", kind="stable").drop_duplicates("span_id")
+    ids = set(spans["span_id"].astype(str))
+    children: dict[str | None, list[int]] = {}
+    for index, parent in zip(spans.index, spans["parent_span_id"], strict=True):
+        key = str(parent) if isinstance(parent, str) and parent in ids else None
+        children.setdefault(key, []).append(index)
+    ordered: list[tuple[int, int]] = []
+    stack = [(i, 0) for i in reversed(children.get(None, []))]
+    while stack and len(ordered) < WATERFALL_MAX_SPANS:
+        index, depth = stack.pop()
+        ordered.append((index, depth))
+        span_id = str(spans.at[index, "span_id"])
+        stack += [(c, depth + 1) for c in reversed(children.get(span_id, []))]
+    out = spans.loc[[i for i, _ in ordered]].copy()
+    out["depth"] = [d for _, d in ordered]
+    out["order"] = range(len(out))
+    return out
+
+
+def waterfall_figure(analysis: Analysis, group: Group, aligned: bool = True) -> go.Figure:
+    """The call's spans as bars from start to end, each row under its parent and indented by
+    its depth (as Jaeger draws a trace), in its lane's colour; the attempts' own spans
+    outlined. Names and ids are evidence: drawn as plain text."""
+    spans = call_spans(analysis, group)
+    fig = go.Figure()
+    if spans.empty:
+        return fig
+    start = spans["at_aligned" if aligned else "at"]
+    end = spans["end"].where(spans["end"].notna(), spans["at"])
+    length_ms = ((end - spans["at"]).dt.total_seconds() * 1000).clip(lower=0)
+    own = set(group.attempts["http_span_id"].dropna().astype(str)) | set(
+        group.attempts["tool_span_id"].dropna().astype(str)) \
+        if "http_span_id" in group.attempts else set()
+    name = plot_texts(spans["name"].fillna(spans["kind"]))
+    labels = [("\u2003" * min(int(d), 12)) + str(n)  # indented by depth (an em space a level)
+              for d, n in zip(spans["depth"], name, strict=True)]
+    hover = ("<b>" + name.astype(str) + "</b> · " + spans["kind"].astype(str)
+             + "<br>" + length_ms.map(lambda v: f"{v:,.1f} ms") + " from "
+             + _utc_naive(start).dt.strftime("%H:%M:%S.%f").str[:-3]
+             + "<br>span " + plot_texts(spans["span_id"]).astype(str)
+             + ("<br>request " + plot_texts(spans["request_id"])).fillna("")
+             + ("<br>outcome " + plot_texts(spans["outcome"])).fillna(""))
+    for kind in dict.fromkeys(spans["kind"].astype(str)):
+        part = (spans["kind"] == kind).to_numpy()
+        lane = LANE_TABLE.get(kind, Lane(kind, "square", "#777777"))
+        mine = spans["span_id"][part].astype(str).isin(own).to_numpy()
+        fig.add_trace(go.Bar(
+            orientation="h", name=lane.name, y=spans["order"][part].to_numpy(),
+            base=_utc_naive(start[part]).to_numpy(),
+            # a span without an end, or of no length, still shows as a sliver
+            x=np.maximum(length_ms[part].to_numpy(dtype=float), 0.0), text=None,
+            hovertext=hover[part].to_numpy(), hoverinfo="text",
+            marker={"color": lane.colour,
+                    "line": {"color": np.where(mine, SELECTED_RING, lane.colour).tolist(),
+                             "width": np.where(mine, 2.5, 0).tolist()}},
+        ))
+    fig.update_xaxes(type="date", title=f"time (UTC, {'clock-aligned' if aligned else 'raw'})")
+    fig.update_yaxes(tickmode="array", tickvals=spans["order"].tolist(),
+                     ticktext=labels, autorange="reversed", automargin=True,
+                     title=None)
+    fig.update_layout(barmode="overlay", bargap=0.35, height=90 + 28 * len(spans),
+                      legend={"orientation": "h", "y": -0.25, "yanchor": "top"},
+                      margin={"t": 20}, hovermode="closest")
+    return fig

@@ -11,7 +11,7 @@ import streamlit as st
 from twice.clocks import THIN_LABEL, THIN_WHY
 from twice.engine import Analysis
 from twice.formats import utc
-from twice.web.figures import timeline_figure
+from twice.web.figures import timeline_figure, waterfall_figure
 from twice.web.nav import go
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text
@@ -76,6 +76,21 @@ def render(inv: Investigation) -> None:
     for o in inv.analysis.offsets:
         st.caption(f"Clock: {md_text(o.describe())}."
                    + (f" :orange-badge[{THIN_LABEL}] {md_text(THIN_WHY)}" if o.thin else ""))
+    _waterfall(inv, aligned=not raw)
+
+
+def _waterfall(inv: Investigation, aligned: bool) -> None:
+    """The selected call's spans as bars, each under its parent (as Jaeger draws a trace)."""
+    if inv.group is None:
+        return
+    fig = waterfall_figure(inv.analysis, inv.group, aligned=aligned)
+    if not fig.data:
+        return
+    st.subheader("Spans of the selected call", anchor="spans")
+    st.plotly_chart(fig, width="stretch", key="waterfall")
+    st.caption("Each span from its start to its end, under the span that started it (its "
+               "parent: a row at the left edge has none in the evidence); the attempts' own "
+               "spans are outlined.")
 
 
 def _range_control(inv: Investigation, fig: Any, window: tuple[pd.Timestamp, pd.Timestamp] | None
