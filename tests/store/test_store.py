@@ -458,3 +458,127 @@ def test_search_lands_on_the_duplicate_asked_about(backend: Backend, busy_day: I
     assert [s.id for s in backend.store.list(search="29.00")] == [inv_id]
     backend.store.delete(inv_id)
     assert backend.store.search_duplicates("cus_ZBAwnAjde5AD75") == []
+
+
+def refunded_copy(sample: str, folder: Path) -> Path:
+    """A copy of a bundled sample in which the provider refunded its duplicate: the
+    `charge.refunded` Event Stripe sends for the second attempt's charge, an hour later, as a
+    refund request emits it (its own request id)."""
+    import copy
+    import json
+    import shutil
+
+    shutil.copytree(SAMPLES / sample, folder)
+    events_path = folder / "events.json"
+    doc = json.loads(events_path.read_text())
+    timeline = _load(sample)
+    duplicate = analyze(timeline).groups[0].duplicates[0]
+    second = timeline[timeline["request_id"] == duplicate.second]
+    payment = str(second["object_id"].dropna().iloc[0])
+    charge_event = next(e for e in doc["data"] if e["type"] == "charge.succeeded"
+                        and payment in (e["data"]["object"]["id"],
+                                        e["data"]["object"].get("payment_intent")))
+    refund = copy.deepcopy(charge_event)
+    refund.update(id="evt_1RefundW7YFwBX9UBrefund", type="charge.refunded",
+                  created=charge_event["created"] + 3600,
+                  request={"id": "req_RefundRefund01", "idempotency_key": None})
+    refund["data"]["object"].update(refunded=True,
+                                    amount_refunded=refund["data"]["object"]["amount"])
+    doc["data"].insert(0, refund)
+    events_path.write_text(json.dumps(doc))
+    return folder
+
+
+def test_the_incident_workflow(backend: Backend, step_retry: Incident,
+                               tmp_path: Path) -> None:
+    refunded = _load_folder(refunded_copy("step_retry", tmp_path / "refunded"))
+    analysis = analyze(refunded)
+    # the refund event does not change the verdict
+    assert [(d.first, d.second, d.layer) for g in analysis.groups for d in g.duplicates] == \
+        [(d.first, d.second, d.layer) for g in step_retry.analysis.groups for d in g.duplicates]
+    plain = save(backend.store, "not refunded", step_retry)
+    paid_back = backend.store.create("refunded", refunded, analysis=analysis)
+    s = {x.id: x for x in backend.store.list()}
+    assert (s[plain].duplicates, s[plain].refunded) == (1, 0)
+    assert (s[paid_back].duplicates, s[paid_back].refunded) == (1, 1)
+    hit = backend.store.search_duplicates("cus_WrcAXdGAH5bSQW")
+    assert {h.investigation.id: h.duplicate.refunded for h in hit} == {plain: False,
+                                                                       paid_back: True}
+    # the incident's own time: its attempts, not the save time nor the refund an hour later
+    records = step_retry.analysis.groups[0].records
+    first, last = (pd.Timestamp(min(r["at"] for r in records)),
+                   pd.Timestamp(max(r["at"] for r in records)))
+    assert s[paid_back].first_at == first.floor("us").to_pydatetime()
+    assert s[paid_back].last_at == last.floor("us").to_pydatetime()
+    assert s[plain].status == "open" and s[plain].owner is None
+    # status and owner, set by the user
+    backend.store.set_workflow(plain, status="resolved", owner="  ana  ")
+    got = backend.store.get(plain, timeline=False)
+    assert got is not None and (got.summary.status, got.summary.owner) == ("resolved", "ana")
+    assert [x.id for x in backend.store.list(status="resolved")] == [plain]
+    assert [x.id for x in backend.store.list(status="open")] == [paid_back]
+    backend.store.set_workflow(plain, status="open", owner="")
+    got = backend.store.get(plain, timeline=False)
+    assert got is not None and (got.summary.status, got.summary.owner) == ("open", None)
+    with pytest.raises(ValueError, match="status 'closed'"):
+        backend.store.set_workflow(plain, status="closed", owner=None)
+    with pytest.raises(InvestigationNotFound):
+        backend.store.set_workflow("inv-missing-0000", status="open", owner=None)
+    # sorted by the incident's time: the five incidents of the samples, days apart
+    later = save(backend.store, "redelivery", Incident(_load("redelivery"),
+                                                       analyze(_load("redelivery"))))
+    by_incident = [x.id for x in backend.store.list(order="incident")]
+    starts = [x.first_at for x in backend.store.list(order="incident")]
+    assert starts == sorted(starts, reverse=True)  # type: ignore[type-var]
+    assert [x.id for x in backend.store.list(order="incident_oldest")] == by_incident[::-1]
+    assert later in by_incident
+
+
+def _load_folder(folder: Path) -> pd.DataFrame:
+    found, _ = scan_folder(folder)
+    return load_all((connector, path, {}) for connector, path in found).rows
+
+
+def test_a_store_of_version_3_is_migrated_open_with_no_owner_and_refunds_unknown(
+        tmp_path: Path, request: pytest.FixtureRequest, step_retry: Incident) -> None:
+    for kind in ("sqlite", "postgres"):
+        if kind == "sqlite":
+            url = str(tmp_path / "v3.sqlite3")
+            old: Store = SqliteStore(url, migrations=SQLITE_MIGRATIONS[:3])
+        else:
+            url = request.getfixturevalue("fresh_postgres_dsn")
+            old = PostgresStore(url, migrations=PG_MIGRATIONS[:3])
+        # what twice wrote before the workflow: the version 3 columns only
+        p = prepare("old", step_retry.timeline, provider="stripe", sources=(), warnings=(),
+                    tags=(), inv_id="old-one", analysis=step_retry.analysis)
+        d, text = p.duplicates[0]
+        with old.transaction(write=True) as tx:
+            tx.execute(
+                "INSERT INTO investigations (id, title, created_at, provider, group_count, "
+                "worst_layer, layers, money_at_risk, sources, tags, warnings, search_text, "
+                "options) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [p.summary.id, p.summary.title, p.summary.created_at, "stripe", 1,
+                 p.summary.worst_layer, p.layers, {}, [], [], [], p.search_text, p.options])
+            tx.execute("INSERT INTO timelines (investigation_id, parquet) VALUES (?, ?)",
+                       ["old-one", p.parquet])
+            tx.execute("INSERT INTO duplicates (investigation_id, dup_key, group_id, layer, "
+                       "gap_seconds, at, customer, amount, currency, search_text) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       ["old-one", d.dup_key, d.group_id, d.layer, d.gap_seconds, d.at,
+                        d.customer, d.amount, d.currency, text])
+        assert old.schema_version() == 3
+        store = open_store(url)
+        assert store.schema_version() == len(SQLITE_MIGRATIONS) >= 4
+        [row] = store.list()
+        assert (row.id, row.status, row.owner, row.first_at, row.last_at) == (
+            "old-one", "open", None, None, None), kind
+        assert (row.duplicates, row.refunded) == (1, None), kind  # not looked at: unknown
+        [hit] = store.search_duplicates(str(d.customer))
+        assert hit.duplicate.refunded is None and hit.duplicate.dup_key == d.dup_key
+        # the new columns are writable on the migrated row, and sort it after dated ones
+        store.set_workflow("old-one", status="resolved", owner="bo")
+        new = save(store, "new", step_retry)
+        assert [x.id for x in store.list(order="incident")] == [new, "old-one"]
+        assert [x.id for x in store.list(status="resolved")] == ["old-one"]
+        snap = store.get("old-one")
+        assert snap is not None and len(snap.timeline) == len(step_retry.timeline)

@@ -26,6 +26,7 @@ from twice.web.figures import (
     SELECTED_NAME,
     SELECTED_RING,
     attempt_comparison,
+    comparison_html,
     duplicates_frame,
     gaps_figure,
     timeline_figure,
@@ -125,10 +126,16 @@ def test_gaps_figure_shades_the_bands_with_their_layers(all_dups: pd.DataFrame) 
         # the band shading spans the whole axis (range is log10 of seconds)
         lo, hi = (10 ** v for v in fig.layout.xaxis.range)
         assert shapes["seconds"].x0 <= lo and shapes["beyond_retention"].x1 >= hi
-        assert "sdk retry" in shapes["seconds"].label.text
-        assert "gateway retry" in shapes["seconds"].label.text
-        assert "step retry" in shapes["tens_of_seconds"].label.text
-        assert "redelivery" in shapes["minutes"].label.text
+        labels = {a.name: a for a in fig.layout.annotations}
+        assert list(labels) == list(shapes)  # one label a band, each on a row of its own
+        assert len({a.yshift for a in labels.values()}) == len(labels)
+        assert "sdk retry" in labels["seconds"].hovertext
+        assert "gateway retry" in labels["seconds"].hovertext
+        assert "step retry" in labels["tens_of_seconds"].hovertext
+        assert "redelivery" in labels["minutes"].hovertext
+        # inside the axis at both ends
+        lo, hi = fig.layout.xaxis.range
+        assert all(lo <= a.x <= hi for a in labels.values())
 
 
 def test_layer_colours_cover_every_layer_and_differ() -> None:
@@ -286,6 +293,27 @@ def test_attempt_comparison_of_step_retry(incidents: dict[str, Incident]) -> Non
     assert str(table.loc["time (raw)", "first"]).endswith("Z")
 
 
+def test_the_attempts_diff_marks_what_differs_and_escapes_it(
+        incidents: dict[str, Incident]) -> None:
+    import re
+
+    inc = incidents["step_retry"]
+    group = inc.analysis.groups[0]
+    dup = group.duplicates[0]
+    table = attempt_comparison(inc.analysis, group.group_id, dup.first, dup.second)
+    table.loc["customer", ["second", "same"]] = ["<script>alert(1)</script>\u202e", False]
+    page = comparison_html(table)
+    marked = dict(re.findall(r'<tr data-field="([^"]+)">.*?<td( class="[^"]*")?>', page))
+    # a fresh key per re-run differs; the same tool call and amount do not
+    assert "differ" in marked["idempotency key"] and "must-agree" not in marked[
+        "idempotency key"]
+    assert marked["tool_call_id"] == "" and marked["amount"] == ""
+    assert "must-agree" in marked["customer"]  # one intended call charges one customer
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<U+202E>" not in page and "&lt;U+202E&gt;" in page  # named, never obeyed
+    assert page.count("≠") == int((~table["same"].fillna(True)).sum())
+
+
 def _naive(ts: pd.Timestamp) -> pd.Timestamp:
     return ts.tz_convert("UTC").tz_localize(None)
 
@@ -376,3 +404,25 @@ def test_a_calls_raw_records_name_their_file_and_line(incidents: dict[str, Incid
     # the body as the provider logged it, parsed back into JSON
     body = records[records["args"].notna() & (records["kind"] == "provider_request")].iloc[0]
     assert isinstance(json.loads(record_text(body))["args"], dict)
+
+
+def test_the_waterfall_nests_the_calls_spans_and_draws_names_as_text(
+        incidents: dict[str, Incident]) -> None:
+    from twice.web.figures import call_spans, waterfall_figure
+
+    analysis = incidents["sdk_retry"].analysis
+    group = analysis.groups[0]
+    spans = call_spans(analysis, group)
+    # the tool span, then the SDK's two HTTP tries under it, oldest first
+    assert list(spans["kind"]) == ["tool_span", "http_span", "http_span"]
+    assert list(spans["depth"]) == [0, 1, 1]
+    assert (spans["parent_span_id"].iloc[1:] == spans["span_id"].iloc[0]).all()
+    assert spans["at"].iloc[1] < spans["at"].iloc[2]
+    hostile = dataclasses.replace(analysis, timeline=analysis.timeline.copy())
+    hostile.timeline.loc[spans.index[0], "name"] = "<b onmouseover=x>tool</b>\u202e"
+    fig = waterfall_figure(hostile, group)
+    labels = list(fig.layout.yaxis.ticktext)
+    assert "<b" not in labels[0] and "\u202e" not in labels[0], labels
+    assert labels[1].startswith("\u2003") and not labels[0].startswith("\u2003")
+    hovers = [h for t in fig.data for h in t.hovertext]
+    assert not any("<b onmouseover" in h for h in hovers)

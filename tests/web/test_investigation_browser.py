@@ -362,3 +362,159 @@ def test_a_box_drawn_on_the_timeline_is_the_links_window(busy_app: tuple[str, An
     page.locator(".js-plotly-plot").first.wait_for(timeout=90_000)
     page.get_by_role("button", name="Fit to the call again").wait_for(timeout=30_000)
     page.close()
+
+
+def test_the_attempts_diff_highlights_the_fields_that_differ(busy_app: tuple[str, Any],
+                                                             browser: Any) -> None:
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv=changed-amount&tab=verdict")
+    _verdict(page)
+    table = page.locator("table.twice-diff")
+    table.wait_for(timeout=30_000)
+    cells = table.evaluate("""t => Object.fromEntries([...t.querySelectorAll('tbody tr')].map(
+        r => [r.dataset.field, {cls: r.querySelector('td').className,
+                               values: [...r.querySelectorAll('td')].slice(0, 2).map(
+                                   c => c.innerText),
+                               bg: getComputedStyle(r.querySelector('td')).backgroundColor}]))""")
+    amount = cells["amount"]
+    assert amount["values"] == ["900", "1900"] and "must-agree" in amount["cls"], amount
+    assert cells["idempotency key"]["cls"] == "differ"  # a retry's own key: differs, expected
+    assert cells["customer"]["cls"] == ""  # the same customer: not marked
+    # marked cells are drawn in colour, unmarked ones are not
+    assert amount["bg"] != cells["customer"]["bg"] != cells["idempotency key"]["bg"]
+    page.close()
+
+
+def _axis(page: Any) -> list[float]:
+    """The timeline's x range now, in ms since the epoch (plotly's own axis)."""
+    page.wait_for_function("() => { const gd = document.querySelector('.js-plotly-plot');"
+                           " return gd && gd._fullLayout && gd._fullLayout.xaxis; }",
+                           timeout=60_000)
+    return list(page.locator(".js-plotly-plot").first.evaluate(
+        "gd => gd._fullLayout.xaxis.range.map(v => gd._fullLayout.xaxis.r2l(v))"))
+
+
+def _window(page_url: str) -> tuple[Any, Any]:
+    from urllib.parse import parse_qs
+
+    import pandas as pd
+
+    query = parse_qs(urlsplit(page_url).query)
+    return pd.Timestamp(query["t0"][0]), pd.Timestamp(query["t1"][0])
+
+
+def test_a_pan_and_a_typed_range_are_the_links_window(busy_app: tuple[str, Any],
+                                                      browser: Any) -> None:
+    import pandas as pd
+
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv=sample-step-retry&tab=timeline")
+    page.locator(".js-plotly-plot .nsewdrag").first.wait_for(state="attached", timeout=90_000)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
+    before = _axis(page)
+    # the pan tool of the chart's toolbar, then a drag to the right: earlier times come in
+    chart = page.locator(".js-plotly-plot").first
+    chart.hover()
+    page.locator(".modebar-btn[data-val='pan']").first.click()
+    drag = page.locator(".js-plotly-plot .nsewdrag").first
+    box = drag.bounding_box()
+    assert box is not None
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.3, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=8)
+    page.mouse.up()
+    page.wait_for_url(lambda u: "t0=" in u and "t1=" in u, timeout=30_000)
+    t0, t1 = _window(page.url)
+    span_ms = before[1] - before[0]
+    shift_ms = before[0] - t0.value / 1e6
+    # a pan keeps the span and moves the window a third of it (the drag) to the past
+    assert abs((t1 - t0).total_seconds() * 1000 - span_ms) < span_ms * 0.01
+    assert span_ms * 0.2 < shift_ms < span_ms * 0.4, (shift_ms, span_ms)
+    # the link reopens that window
+    page.goto(page.url)
+    page.get_by_role("button", name="Fit to the call again").wait_for(timeout=90_000)
+    reopened = _axis(page)
+    assert abs(reopened[0] - t0.value / 1e6) < 2 and abs(reopened[1] - t1.value / 1e6) < 2
+    # a typed range: From / To, then Show (the fitted view's first 50 s: the first attempt)
+    start = pd.Timestamp(before[0], unit="ms").floor("s")
+    end = start + pd.Timedelta(seconds=50)
+    page.get_by_role("textbox", name="From (UTC)").fill(f"{start:%Y-%m-%d %H:%M:%S}")
+    page.get_by_role("textbox", name="To (UTC)").fill(f"{end:%Y-%m-%d %H:%M:%S}")
+    page.get_by_role("button", name="Show this range").click()
+    page.wait_for_url(lambda u: f"t0={start:%Y-%m-%d}" in unquote(u)
+                      and _window(u)[1] - _window(u)[0] == pd.Timedelta(seconds=50),
+                      timeout=30_000)
+    page.goto(page.url)
+    page.get_by_role("button", name="Fit to the call again").wait_for(timeout=90_000)
+    axis = _axis(page)
+    assert abs(axis[0] - start.value / 1e6) < 2 and abs(axis[1] - axis[0] - 50_000) < 2, axis
+    # a range that is not one says so and keeps the view
+    page.get_by_role("textbox", name="To (UTC)").fill("yesterday-ish")
+    page.get_by_role("button", name="Show this range").click()
+    page.get_by_text("The time range was not changed").wait_for(timeout=30_000)
+    page.close()
+
+
+def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
+    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+                or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+
+
+def test_the_gaps_band_labels_do_not_overprint_on_a_phone(busy_app: tuple[str, Any],
+                                                          browser: Any) -> None:
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True,
+                            has_touch=True, device_scale_factor=3)
+    page.goto(f"{url}/?inv={BUSY_DAY}&tab=gaps")
+    labels = page.locator(".js-plotly-plot .annotation")
+    labels.first.wait_for(timeout=90_000)
+    page.wait_for_function("() => document.querySelectorAll("
+                           "'.js-plotly-plot .annotation').length >= 4", timeout=30_000)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
+    texts = labels.locator(".annotation-text")
+    boxes = [texts.nth(i).bounding_box() for i in range(texts.count())]
+    names = texts.all_inner_texts()
+    assert len(boxes) == 4 and all(b is not None for b in boxes), names
+    for i, a in enumerate(boxes):
+        assert a["x"] >= 0 and a["x"] + a["width"] <= 390, (names[i], a)  # on the screen
+        for j in range(i + 1, len(boxes)):
+            assert not _overlap(a, boxes[j]), (names[i], names[j], a, boxes[j])
+    # nor over the chart's title
+    title = page.locator(".js-plotly-plot .gtitle").first.bounding_box()
+    assert title is not None and not any(_overlap(title, b) for b in boxes)
+    page.close()
+
+
+def test_the_calls_spans_are_a_waterfall_under_their_parents(busy_app: tuple[str, Any],
+                                                             browser: Any) -> None:
+    url, analysis = busy_app
+    group = next(g for g in analysis.groups if g.worst_layer.value == "sdk_retry")
+    key = f"{group.group_id}:{group.duplicates[0].second}"
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv={BUSY_DAY}&dup={key}&tab=timeline")
+    page.get_by_text("Spans of the selected call", exact=True).wait_for(timeout=90_000)
+    chart = page.locator(".js-plotly-plot").nth(1)
+    chart.locator(".barlayer .point").first.wait_for(timeout=30_000)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
+    # the bars on screen: one per span, by row; the tool span's row first, its two HTTP
+    # attempts (the SDK's retry) indented under it, each bar inside its parent's stretch
+    bars = chart.evaluate("""gd => [...gd.querySelectorAll('.barlayer .trace')].flatMap(t =>
+        [...t.querySelectorAll('.point')].map((p, i) => {
+            const b = p.getBoundingClientRect(), tr = t.__data__[0].trace;
+            return {lane: tr.name, row: tr.y[i], left: b.left, right: b.right,
+                    outlined: Array.isArray(tr.marker.line.width)
+                              ? tr.marker.line.width[i] > 0 : tr.marker.line.width > 0};
+        }))""")
+    ticks = chart.locator(".ytick text").evaluate_all("els => els.map(e => e.textContent)")
+    by_row = sorted(bars, key=lambda b: b["row"])
+    assert [b["lane"] for b in by_row] == ["tool spans", "HTTP spans", "HTTP spans"], by_row
+    assert not ticks[0].startswith("\u2003") and all(t.startswith("\u2003") for t in ticks[1:])
+    parent = by_row[0]
+    for child in by_row[1:]:
+        assert parent["left"] - 1 <= child["left"] < child["right"] <= parent["right"] + 1
+        assert child["outlined"]  # an attempt's own span
+    assert by_row[1]["right"] <= by_row[2]["left"] + 1  # the retry after the first try
+    page.close()

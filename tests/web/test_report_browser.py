@@ -88,3 +88,48 @@ def test_report_wraps_long_unbroken_evidence_within_the_window(browser: Any,
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 1200 + 2, f"the report is {width} px wide in a 1200 px window"
     page.close()
+
+
+def test_the_report_is_small_its_lanes_coloured_and_named_in_full(browser: Any,
+                                                                 tmp_path: Path) -> None:
+    import plotly.offline
+
+    from twice.web.figures import LANE_TABLE
+    from twice.web.report_html import plotly_js
+
+    # the bundled plotly.js is the version plotly.py draws for, and it is in the report once
+    assert f"plotly.js (cartesian - minified) v{plotly.offline.get_plotlyjs_version()}" \
+        in plotly_js()[:200]
+    snap, analysis = _snapshot(0)
+    html = build_report(snap, analysis)
+    assert html.count("window.Plotly = Plotly") == 1
+    size = len(html.encode())
+    assert size < 2_000_000, size  # the full bundle alone is 4.8 MB
+    report = tmp_path / "report.html"
+    report.write_text(html, encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(report.as_uri())
+    timeline = page.locator(".js-plotly-plot").nth(1)
+    timeline.locator(".ytick text").first.wait_for(timeout=60_000)
+    # each lane's markers drawn in its lane's colour, none of them black
+    drawn = timeline.evaluate("gd => [...gd.querySelectorAll('.scatterlayer .trace')].map("
+                              "t => [t.__data__[0].trace.name, getComputedStyle("
+                              "t.querySelector('.point')).fill])")
+    colours = {lane.name: lane.colour for lane in LANE_TABLE.values()}
+    lanes = {name: fill for name, fill in drawn if name in colours}
+    assert len(lanes) >= 5, drawn
+    assert len(set(lanes.values())) == len(lanes), lanes
+    assert "rgb(0, 0, 0)" not in lanes.values()
+    # every lane's name is inside the chart, none cut at its left edge
+    chart = timeline.bounding_box()
+    assert chart is not None
+    ticks = timeline.locator(".ytick text")
+    names = ticks.evaluate_all("els => els.map(e => e.textContent)")  # SVG text
+    assert set(lanes) <= set(names), names
+    for i in range(ticks.count()):
+        box = ticks.nth(i).bounding_box()
+        assert box is not None and box["x"] >= chart["x"], (names[i], box, chart)
+    assert errors == []
+    page.close()

@@ -66,9 +66,10 @@ def test_changing_tab_rewrites_the_url(store_path: Path) -> None:
 
 def test_a_note_is_saved_with_the_investigation(store_path: Path) -> None:
     at = run({"inv": "sample-redelivery", "tab": "notes"})
-    at.text_input[0].set_value("ana")
+    # by label: the header's status form has a text box and a button too
+    next(t for t in at.text_input if t.label == "Your name").set_value("ana")
     at.text_area[0].set_value("visibility timeout 6 min < run time 9 min")
-    at.button[0].click().run()
+    next(b for b in at.button if b.label == "Add note").click().run()
     notes = open_store(str(store_path)).get("sample-redelivery").notes  # type: ignore[union-attr]
     assert any(n.author == "ana" and "visibility timeout" in n.text for n in notes)
 

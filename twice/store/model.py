@@ -21,6 +21,8 @@ from twice.engine import Options
 from twice.timeline import SourceWarning
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+STATUSES = ("open", "resolved")  # an incident's status, as the user sets it
+OWNER_MAX = 200  # characters of an owner's name
 # what loading reported: connectors give SourceWarning, the brief's interface says dicts
 WarningLike = Mapping[str, Any] | SourceWarning
 
@@ -60,6 +62,14 @@ class Summary:
     money_at_risk: dict[str, int]
     sources: list[str]
     tags: list[str]
+    # the incident's own time: its duplicates' attempts (the whole timeline when it has none);
+    # None for one saved before twice kept it
+    first_at: datetime | None = None
+    last_at: datetime | None = None
+    status: str = "open"  # STATUSES
+    owner: str | None = None
+    duplicates: int = 0
+    refunded: int | None = None  # how many duplicates were refunded; None: not known
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,9 @@ class DuplicateRow:
     customer: str | None
     amount: int | None  # minor units
     currency: str | None
+    # the provider's events show one of its two attempts' payments refunded (`charge.refunded`);
+    # None: saved before twice looked
+    refunded: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -80,10 +80,14 @@ def prepare(title: str, timeline: pd.DataFrame, *, provider: str, sources: Seque
     worst_layer = min(worst, key=lambda layer: LAYERS[layer].severity).value if worst else None
     found_sources = sorted(set(timeline["source"].dropna().astype(str)) | set(sources))
     clean_tags = list(dict.fromkeys(t.strip() for t in tags if t.strip()))
+    duplicates = duplicate_rows(analysis, timeline)
+    first_at, last_at = incident_range(analysis, timeline)
     summary = Summary(id=inv_id, title=title, created_at=datetime.now(UTC), provider=provider,
                       groups=len(analysis.groups), worst_layer=worst_layer,
                       money_at_risk=dict(sorted(money.items())), sources=found_sources,
-                      tags=clean_tags)
+                      tags=clean_tags, first_at=first_at, last_at=last_at,
+                      duplicates=len(duplicates),
+                      refunded=sum(bool(d.refunded) for d, _ in duplicates))
     ids: set[str] = set()
     for column in SEARCH_COLUMNS:
         ids.update(timeline[column].dropna().astype(str))
@@ -91,7 +95,7 @@ def prepare(title: str, timeline: pd.DataFrame, *, provider: str, sources: Seque
         for r in group.records:
             ids.update(amount_tokens(r["amount"], r["currency"]))
     search_text = _search_text([title, *clean_tags, *sorted(ids)])
-    return Prepared(summary=summary, duplicates=duplicate_rows(analysis, timeline),
+    return Prepared(summary=summary, duplicates=duplicates,
                     layers=f" {' '.join(sorted(layers))} ",
                     search_text=search_text, parquet=to_bytes(timeline),
                     warnings=loads(dumps([_warning_dict(w) for w in kept])),
@@ -131,6 +135,44 @@ def amount_term(term: str) -> str | None:
     return match[1] if match else None
 
 
+def _utc(at: Any) -> datetime | None:
+    return None if _missing(at) else pd.Timestamp(at).floor("us").to_pydatetime()
+
+
+def incident_range(analysis: Analysis, timeline: pd.DataFrame
+                   ) -> tuple[datetime | None, datetime | None]:
+    """When the incident happened: from the first to the last attempt of its duplicate groups
+    (a stray record weeks away does not stretch it); the whole timeline when it has none."""
+    times = [r["at"] for g in analysis.groups for r in g.records if not _missing(r.get("at"))]
+    if not times:
+        times = list(timeline["at"].dropna())
+    if not times:
+        return None, None
+    return _utc(min(times)), _utc(max(times))
+
+
+def refunded_payments(timeline: pd.DataFrame) -> set[str]:
+    """The payments (every id of each: its charge, its PaymentIntent, their root) the
+    provider's `charge.refunded` events name: Stripe sends one for every refund of a charge,
+    full or partial, beside `refund.created` (whose refund object twice does not tie to its
+    charge)."""
+    from twice.attempts import payment_roots
+
+    events = timeline[timeline["kind"] == "provider_event"]
+    if events.empty:
+        return set()
+    root, _ = payment_roots(events)
+    refunded = events["event_type"].eq("charge.refunded").fillna(False).to_numpy(dtype=bool)
+    roots = set(root[refunded].dropna().astype(str))
+    ids = set(events.loc[refunded, "object_id"].dropna().astype(str))
+    for parents in events.loc[refunded, "belongs_to"].dropna().astype(str):
+        ids.update(parents.split(","))
+    # every object of a refunded payment: an attempt names its payment by its root
+    joined = events.assign(_root=root)
+    ids.update(joined.loc[joined["_root"].isin(roots), "object_id"].dropna().astype(str))
+    return roots | ids
+
+
 def duplicate_rows(analysis: Analysis, timeline: pd.DataFrame) -> list[tuple[DuplicateRow, str]]:
     """One row per duplicate, each with the search text of its two attempts: their ids, the
     customer, the amount as a user writes it, and the charges the provider's events of their
@@ -138,6 +180,7 @@ def duplicate_rows(analysis: Analysis, timeline: pd.DataFrame) -> list[tuple[Dup
     events = timeline.loc[timeline["kind"] == "provider_event", ["request_id", "object_id"]]
     events = events.dropna()
     objects = events.groupby("request_id")["object_id"].agg(lambda v: sorted(set(map(str, v))))
+    refunded = refunded_payments(timeline)
     out: list[tuple[DuplicateRow, str]] = []
     for group in analysis.groups:
         by_id = {str(r["attempt_id"]): r for r in group.records}
@@ -152,12 +195,12 @@ def duplicate_rows(analysis: Analysis, timeline: pd.DataFrame) -> list[tuple[Dup
                     tokens += objects.get(str(r["request_id"]), [])
             row = DuplicateRow(
                 dup_key=f"{group.group_id}:{d.second}", group_id=group.group_id,
-                layer=d.layer.value, gap_seconds=float(d.gap_seconds),
-                at=None if _missing(second.get("at"))
-                else pd.Timestamp(second["at"]).floor("us").to_pydatetime(),
+                layer=d.layer.value, gap_seconds=float(d.gap_seconds), at=_utc(second.get("at")),
                 customer=_customer(group, second),
                 amount=None if _missing(second.get("amount")) else int(second["amount"]),
-                currency=None if _missing(second.get("currency")) else str(second["currency"]))
+                currency=None if _missing(second.get("currency")) else str(second["currency"]),
+                refunded=any(str(r.get("object_id")) in refunded for r in pair
+                             if not _missing(r.get("object_id"))))
             out.append((row, _search_text(list(dict.fromkeys(tokens)))))
     return out
 

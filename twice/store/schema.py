@@ -1,7 +1,7 @@
 """The store's tables, written once for both databases (`{time}`, `{json}`, ... are the
 dialect's column types, `twice.store.dialect`).
 
-Schema version N is VERSIONS[:N] applied, in order, at open. Version 4 is one more tuple
+Schema version N is VERSIONS[:N] applied, in order, at open. Version 5 will be one more tuple
 appended here.
 """
 
@@ -128,7 +128,20 @@ VERSION_3 = (
     )""",
 )
 
-VERSIONS: tuple[tuple[str, ...], ...] = (INVESTIGATIONS, SWEEPS, VERSION_3)
+# Version 4: the incident workflow. The incident's own time range (its duplicates' attempts,
+# not the save time), a status (open/resolved) and an owner the user sets, and per duplicate
+# whether the provider's events show its payment refunded. A row saved before has no time
+# range and an unknown refund (NULL), and is open with no owner.
+VERSION_4 = (
+    "ALTER TABLE investigations ADD COLUMN first_at {time}",
+    "ALTER TABLE investigations ADD COLUMN last_at {time}",
+    "ALTER TABLE investigations ADD COLUMN status TEXT NOT NULL DEFAULT 'open'",
+    "ALTER TABLE investigations ADD COLUMN owner TEXT",
+    "ALTER TABLE duplicates ADD COLUMN refunded {bool}",
+    "CREATE INDEX investigations_first ON investigations (first_at DESC, seq DESC)",
+)
+
+VERSIONS: tuple[tuple[str, ...], ...] = (INVESTIGATIONS, SWEEPS, VERSION_3, VERSION_4)
 # What marks a database as twice's store: the first migration creates both in one transaction,
 # so a store has both, or is new. A database with other tables and not these is not opened.
 OWN_TABLES = frozenset({"schema_version", "investigations"})

@@ -17,6 +17,8 @@ from twice.engine import Analysis, Options
 from twice.store.dialect import Dialect, loads
 from twice.store.errors import InvestigationExists, InvestigationNotFound, StoreError
 from twice.store.model import (
+    OWNER_MAX,
+    STATUSES,
     DuplicateHit,
     DuplicateRow,
     Note,
@@ -55,9 +57,22 @@ class Transaction:
         return self.dialect.savepoint(self.conn)
 
 
-# the investigations columns `summary_from_row` reads
-SUMMARY_COLUMNS = ("id, title, created_at, provider, group_count AS groups, worst_layer, "
-                   "money_at_risk, sources, tags")
+# the investigations columns `summary_from_row` reads, and its duplicates' count and refunds
+# (`known`: how many were looked at, 0 for a row saved before version 4)
+SUMMARY_COLUMNS = (
+    "id, title, created_at, provider, group_count AS groups, worst_layer, money_at_risk, "
+    "sources, tags, first_at, last_at, status, owner, "
+    "(SELECT count(*) FROM duplicates dd WHERE dd.investigation_id = investigations.id) "
+    "AS dup_count, (SELECT count(dd.refunded) FROM duplicates dd "
+    "WHERE dd.investigation_id = investigations.id) AS refund_known, "
+    "(SELECT coalesce(sum(CASE WHEN dd.refunded THEN 1 ELSE 0 END), 0) FROM duplicates dd "
+    "WHERE dd.investigation_id = investigations.id) AS refund_count")
+# how `list` may order the investigations
+ORDERS = {
+    "saved": "created_at DESC, seq DESC",
+    "incident": "(first_at IS NULL), first_at DESC, seq DESC",  # newest incident first
+    "incident_oldest": "(first_at IS NULL), first_at ASC, seq ASC",
+}
 
 
 class Store(ABC):
@@ -127,15 +142,17 @@ class Store(ABC):
         with self.transaction() as tx:
             rows = tx.execute(
                 f"SELECT {SUMMARY_COLUMNS}, d.dup_key, d.group_id, d.layer, d.gap_seconds, "
-                "d.at, d.customer, d.amount, d.currency FROM duplicates d "
+                "d.at, d.customer, d.amount, d.currency, d.refunded FROM duplicates d "
                 "JOIN investigations ON investigations.id = d.investigation_id "
                 f"WHERE {' AND '.join(where)} "
                 "ORDER BY investigations.created_at DESC, investigations.seq DESC, d.at DESC, "
                 "d.dup_key LIMIT ?", [*params, int(limit)])
         return [DuplicateHit(summary_from_row(r), duplicate_from_row(r)) for r in rows]
 
-    def list(self, search: str = "", layer: str | None = None) -> list[Summary]:
-        """Newest first; every word of `search` must be in the title, a tag or an id."""
+    def list(self, search: str = "", layer: str | None = None, *, status: str | None = None,
+             order: str = "saved") -> list[Summary]:
+        """Every word of `search` must be in the title, a tag or an id; `status` one of
+        STATUSES; `order` one of ORDERS (newest saved first by default)."""
         where: list[str] = []
         params: list[str] = []
         for term in search.lower().split():
@@ -144,11 +161,26 @@ class Store(ABC):
         if layer:
             where.append("layers LIKE ? ESCAPE '\\'")
             params.append(like_pattern(f" {layer} "))  # one layer of `Prepared.layers`
+        if status:
+            where.append("status = ?")
+            params.append(status)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         with self.transaction() as tx:
             rows = tx.execute(f"SELECT {SUMMARY_COLUMNS} FROM investigations {clause} "
-                              "ORDER BY created_at DESC, seq DESC", params)
+                              f"ORDER BY {ORDERS[order]}", params)
         return [summary_from_row(r) for r in rows]
+
+    def set_workflow(self, inv_id: str, *, status: str, owner: str | None) -> None:
+        """Set the incident's status (one of STATUSES) and owner (None or blank: nobody)."""
+        if status not in STATUSES:
+            raise ValueError(f"status {status!r}: use one of {', '.join(STATUSES)}")
+        owner = (owner or "").strip()[:OWNER_MAX] or None
+        if not valid_id(inv_id):
+            raise InvestigationNotFound(f"no investigation {inv_id!r}")
+        with self.transaction(write=True) as tx:
+            if not tx.write("UPDATE investigations SET status = ?, owner = ? WHERE id = ?",
+                            [status, owner, inv_id]):
+                raise InvestigationNotFound(f"no investigation {inv_id!r}")
 
     def add_note(self, inv_id: str, note: Note) -> None:
         self._append(inv_id, "INSERT INTO notes (investigation_id, author, text, at, group_id, "
@@ -193,10 +225,12 @@ def insert_investigation(tx: Transaction, p: Prepared, *, if_new: bool = False) 
             inserted = tx.write(
                 "INSERT INTO investigations (id, title, created_at, provider, group_count, "
                 "worst_layer, layers, money_at_risk, sources, tags, warnings, search_text, "
-                "options) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                "options, first_at, last_at, status, owner) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 + (" ON CONFLICT (id) DO NOTHING" if if_new else ""),
                 [s.id, s.title, s.created_at, s.provider, s.groups, s.worst_layer, p.layers,
-                 s.money_at_risk, s.sources, s.tags, p.warnings, p.search_text, p.options])
+                 s.money_at_risk, s.sources, s.tags, p.warnings, p.search_text, p.options,
+                 s.first_at, s.last_at, s.status, s.owner])
     except tx.dialect.unique_violation:
         raise InvestigationExists(f"an investigation with id {s.id!r} exists") from None
     if not inserted:
@@ -205,10 +239,10 @@ def insert_investigation(tx: Transaction, p: Prepared, *, if_new: bool = False) 
                [s.id, p.parquet])
     for d, text in p.duplicates:
         tx.execute("INSERT INTO duplicates (investigation_id, dup_key, group_id, layer, "
-                   "gap_seconds, at, customer, amount, currency, search_text) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   "gap_seconds, at, customer, amount, currency, search_text, refunded) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                    [s.id, d.dup_key, d.group_id, d.layer, d.gap_seconds, d.at, d.customer,
-                    d.amount, d.currency, text])
+                    d.amount, d.currency, text, d.refunded])
     return True
 
 
@@ -251,10 +285,16 @@ def read_time(value: Any) -> datetime:
 
 
 def summary_from_row(row: Mapping[str, Any]) -> Summary:
+    duplicates = int(row["dup_count"])
+    known = int(row["refund_known"]) == duplicates  # all looked at (none: 0 of 0 refunded)
     return Summary(id=row["id"], title=row["title"], created_at=read_time(row["created_at"]),
                    provider=row["provider"], groups=int(row["groups"]),
                    worst_layer=row["worst_layer"], money_at_risk=loads(row["money_at_risk"]),
-                   sources=loads(row["sources"]), tags=loads(row["tags"]))
+                   sources=loads(row["sources"]), tags=loads(row["tags"]),
+                   first_at=None if row["first_at"] is None else read_time(row["first_at"]),
+                   last_at=None if row["last_at"] is None else read_time(row["last_at"]),
+                   status=row["status"], owner=row["owner"], duplicates=duplicates,
+                   refunded=int(row["refund_count"]) if known else None)
 
 
 def duplicate_from_row(row: Mapping[str, Any]) -> DuplicateRow:
@@ -263,7 +303,8 @@ def duplicate_from_row(row: Mapping[str, Any]) -> DuplicateRow:
                         at=None if row["at"] is None else read_time(row["at"]),
                         customer=row["customer"],
                         amount=None if row["amount"] is None else int(row["amount"]),
-                        currency=row["currency"])
+                        currency=row["currency"],
+                        refunded=None if row["refunded"] is None else bool(row["refunded"]))
 
 
 def note_from_row(row: Mapping[str, Any]) -> Note:

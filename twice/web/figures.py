@@ -8,6 +8,7 @@ with column operations only (no per-row Python).
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import math
 from dataclasses import dataclass
@@ -190,12 +191,12 @@ def gaps_figure(dups: pd.DataFrame, bands: Bands | None = None,
     fig = go.Figure()
     gaps = pd.to_numeric(dups["gap_seconds"], errors="coerce").astype(float).clip(lower=0)
     max_gap = float(gaps.max()) if len(gaps) else 0.0
-    for band, x0, x1 in _band_edges(bands, max_gap):
-        layers = ", ".join(layer.value.replace("_", " ") for layer in usual_suspects(band))
+    lo, hi = GAP_FLOOR_S / 2, max(bands.retention * 10, max_gap * 3)
+    edges = _band_edges(bands, max_gap)
+    for row, (band, x0, x1) in enumerate(edges):
         fig.add_vrect(x0=x0, x1=x1, fillcolor=_BAND_FILLS[band], line_width=0, layer="below",
-                      name=band.value,
-                      label={"text": f"<b>{BAND_LABELS[band]}</b><br>{layers}",
-                             "textposition": "top center", "font": {"size": 11}})
+                      name=band.value)
+        fig.add_annotation(_band_label(band, row, len(edges), (x0, x1), (lo, hi)))
     by_group = bool(dups["group_id"].nunique() <= 40) if len(dups) else True
     # the group ids are category labels on the axis: plotly draws markup in those too
     y_all = plot_texts(dups["group_id"]) if by_group else pd.Series(
@@ -229,8 +230,7 @@ def gaps_figure(dups: pd.DataFrame, bands: Bands | None = None,
                 "opacity": 1.0,
             },
         ))
-    lo, hi = GAP_FLOOR_S / 2, max(bands.retention * 10, max_gap * 3)
-    fig.update_xaxes(type="log", title="gap between attempts (seconds, log scale)",
+    fig.update_xaxes(type="log", title="gap between attempts (s, log scale)",
                      range=[math.log10(lo), math.log10(hi)])
     if by_group:
         fig.update_yaxes(type="category", title="logical call (group)")
@@ -238,10 +238,41 @@ def gaps_figure(dups: pd.DataFrame, bands: Bands | None = None,
         fig.update_yaxes(visible=False, range=[-1.5, 1.5])
     # Streamlit turns click-selection off while dragmode is "select"/"lasso": zoom keeps a click
     # on a point a selection event (the app opens that duplicate's verdict).
+    # the legend under the plot, so a phone's width is the plot's; the band labels in rows above
     fig.update_layout(clickmode="event+select", dragmode="zoom", hovermode="closest",
-                      legend_title_text="verdict layer", margin={"t": 60},
-                      title="Gaps between attempts of one logical call")
+                      legend={"title": {"text": "verdict layer"}, "orientation": "h",
+                              "y": -0.25, "yanchor": "top"},
+                      margin={"t": 40 + BAND_ROW_PX * len(edges)},
+                      title={"text": "Gaps between attempts of one logical call",
+                             "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 8}})
     return fig
+
+
+BAND_ROW_PX = 17  # a band label's row above the gaps plot
+
+
+def band_suspects(band: Band) -> str:
+    """The layers whose timing usually lands in `band`, in words."""
+    return ", ".join(layer.value.replace("_", " ") for layer in usual_suspects(band))
+
+
+def _band_label(band: Band, row: int, rows: int, edges: tuple[float, float],
+                axis: tuple[float, float]) -> dict[str, object]:
+    """A band's name on a row of its own above the plot (labels side by side overprint each
+    other on a phone, where a band is 30 px wide), over the band's visible middle, kept inside
+    the plot at its ends; the layers it suggests on hover (and under the chart)."""
+    lo, hi = (math.log10(v) for v in axis)
+    left, right = (min(max(math.log10(v), lo), hi) for v in edges)
+    middle = (left + right) / 2
+    share = (middle - lo) / (hi - lo)
+    x, anchor = (lo, "left") if share < 0.2 else (hi, "right") if share > 0.8 else \
+        (middle, "center")
+    return {"x": x, "xref": "x", "xanchor": anchor, "y": 1, "yref": "paper",
+            "yanchor": "bottom", "yshift": 4 + BAND_ROW_PX * (rows - 1 - row),
+            "text": f"<b>{BAND_LABELS[band]}</b>", "showarrow": False,
+            "font": {"size": 11}, "bgcolor": _BAND_FILLS[band].rsplit(",", 1)[0] + ",0.35)",
+            "hovertext": f"{BAND_LABELS[band]}: usually {band_suspects(band)}",
+            "name": band.value}
 
 
 # --- the timeline ------------------------------------------------------------------------------
@@ -441,7 +472,7 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
     fig.update_yaxes(type="linear", tickmode="array",
                      tickvals=[len(lanes) - 1 - i for i in range(len(lanes))], ticktext=lanes,
                      range=[-0.6, len(lanes) - 0.4], zeroline=False, showgrid=True,
-                     title=None)
+                     title=None, automargin=True)  # room for the longest lane name
     fig.update_xaxes(title=f"time (UTC, {'clock-aligned' if aligned else 'raw source clocks'})")
     if window is not None:
         fig.update_xaxes(range=[_utc_naive(pd.Series([lo_w])).iloc[0],
@@ -561,3 +592,119 @@ def attempt_comparison(analysis: Analysis, group_id: str, first: str, second: st
     out = pd.DataFrame(rows).set_index("field")
     out["same"] = out["same"].astype("boolean")
     return out
+
+
+# Fields of the comparison one intended call must share (`AGREE_FIELDS`, and what it was
+# asked to do): a difference there is marked as a doubt on the grouping, not as a retry's trace.
+MUST_AGREE = frozenset({"customer", "amount", "currency", "args / body", "tool_call_id"})
+DIFF_STYLE = (
+    "<style>.twice-diff{border-collapse:collapse;width:100%;font-size:.85em}"
+    ".twice-diff th,.twice-diff td{border:1px solid #ddd;padding:.25em .5em;text-align:left;"
+    "vertical-align:top;white-space:pre-wrap;overflow-wrap:anywhere}"
+    ".twice-diff td.differ{background:#fff3cd}"
+    ".twice-diff td.differ.must-agree{background:#f8d7da;font-weight:600}"
+    ".twice-diff td.missing{color:#888}</style>")
+
+
+def comparison_html(table: pd.DataFrame) -> str:
+    """The two attempts as an HTML diff (`attempt_comparison`'s table): one row a field, the
+    cells that differ marked (class `differ`, and `must-agree` where one intended call cannot
+    differ) with a "≠" a reader without colour sees too. Every value is escaped."""
+    rows = []
+    for field, row in table.iterrows():
+        same = row["same"]
+        differ = same is not pd.NA and not bool(same)
+        classes = ["differ"] if differ else []
+        if differ and field in MUST_AGREE:
+            classes.append("must-agree")
+        cells = []
+        for col in ("first", "second"):
+            value = row[col]
+            missing = not isinstance(value, str)
+            cls = " ".join([*classes, "missing"] if missing else classes)
+            text = "—" if missing else html.escape(visible(value))
+            cells.append(f'<td class="{cls}">{text}</td>' if cls else f"<td>{text}</td>")
+        mark = "≠" if differ else ("=" if same is not pd.NA else "")
+        rows.append(f'<tr data-field="{html.escape(str(field))}"><th>{html.escape(str(field))}'
+                    f'</th>{"".join(cells)}<td>{mark}</td></tr>')
+    return (f'{DIFF_STYLE}<table class="twice-diff"><thead><tr><th>field</th><th>first</th>'
+            f'<th>second</th><th></th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+
+
+# --- spans of one call, as a waterfall ---------------------------------------------------------
+
+WATERFALL_MAX_SPANS = 200  # the call's traces' first spans; a trace bigger than that is cut
+
+
+def call_spans(analysis: Analysis, group: Group) -> pd.DataFrame:
+    """The spans of the traces the group's records are in, each under its parent, depth first
+    (children by start time): `depth` is how deep it nests (0: its parent is not in the
+    evidence), `order` its row in the waterfall."""
+    records = call_records(analysis, group)
+    traces = set(records["trace_id"].dropna().astype(str)) if len(records) else set()
+    tl = analysis.timeline
+    spans = tl[tl["trace_id"].isin(traces) & tl["span_id"].notna()].sort_values(
+        "at", kind="stable").drop_duplicates("span_id")
+    ids = set(spans["span_id"].astype(str))
+    children: dict[str | None, list[int]] = {}
+    for index, parent in zip(spans.index, spans["parent_span_id"], strict=True):
+        key = str(parent) if isinstance(parent, str) and parent in ids else None
+        children.setdefault(key, []).append(index)
+    ordered: list[tuple[int, int]] = []
+    stack = [(i, 0) for i in reversed(children.get(None, []))]
+    while stack and len(ordered) < WATERFALL_MAX_SPANS:
+        index, depth = stack.pop()
+        ordered.append((index, depth))
+        span_id = str(spans.at[index, "span_id"])
+        stack += [(c, depth + 1) for c in reversed(children.get(span_id, []))]
+    out = spans.loc[[i for i, _ in ordered]].copy()
+    out["depth"] = [d for _, d in ordered]
+    out["order"] = range(len(out))
+    return out
+
+
+def waterfall_figure(analysis: Analysis, group: Group, aligned: bool = True) -> go.Figure:
+    """The call's spans as bars from start to end, each row under its parent and indented by
+    its depth (as Jaeger draws a trace), in its lane's colour; the attempts' own spans
+    outlined. Names and ids are evidence: drawn as plain text."""
+    spans = call_spans(analysis, group)
+    fig = go.Figure()
+    if spans.empty:
+        return fig
+    start = spans["at_aligned" if aligned else "at"]
+    end = spans["end"].where(spans["end"].notna(), spans["at"])
+    length_ms = ((end - spans["at"]).dt.total_seconds() * 1000).clip(lower=0)
+    own = set(group.attempts["http_span_id"].dropna().astype(str)) | set(
+        group.attempts["tool_span_id"].dropna().astype(str)) \
+        if "http_span_id" in group.attempts else set()
+    name = plot_texts(spans["name"].fillna(spans["kind"]))
+    labels = [("\u2003" * min(int(d), 12)) + str(n)  # indented by depth (an em space a level)
+              for d, n in zip(spans["depth"], name, strict=True)]
+    hover = ("<b>" + name.astype(str) + "</b> · " + spans["kind"].astype(str)
+             + "<br>" + length_ms.map(lambda v: f"{v:,.1f} ms") + " from "
+             + _utc_naive(start).dt.strftime("%H:%M:%S.%f").str[:-3]
+             + "<br>span " + plot_texts(spans["span_id"]).astype(str)
+             + ("<br>request " + plot_texts(spans["request_id"])).fillna("")
+             + ("<br>outcome " + plot_texts(spans["outcome"])).fillna(""))
+    for kind in dict.fromkeys(spans["kind"].astype(str)):
+        part = (spans["kind"] == kind).to_numpy()
+        lane = LANE_TABLE.get(kind, Lane(kind, "square", "#777777"))
+        mine = spans["span_id"][part].astype(str).isin(own).to_numpy()
+        fig.add_trace(go.Bar(
+            orientation="h", name=lane.name, y=spans["order"][part].to_numpy(),
+            base=_utc_naive(start[part]).to_numpy(),
+            # a span without an end, or of no length, still shows as a sliver
+            x=np.maximum(length_ms[part].to_numpy(dtype=float), 0.0), text=None,
+            hovertext=hover[part].to_numpy(), hoverinfo="text",
+            marker={"color": lane.colour,
+                    "line": {"color": np.where(mine, SELECTED_RING, lane.colour).tolist(),
+                             "width": np.where(mine, 2.5, 0).tolist()}},
+        ))
+    fig.update_xaxes(type="date", title=f"time (UTC, {'clock-aligned' if aligned else 'raw'})")
+    fig.update_yaxes(tickmode="array", tickvals=spans["order"].tolist(),
+                     ticktext=labels, autorange="reversed", automargin=True,
+                     title=None)
+    fig.update_layout(barmode="overlay", bargap=0.35, height=90 + 28 * len(spans),
+                      legend={"orientation": "h", "y": -0.25, "yanchor": "top"},
+                      margin={"t": 20}, hovermode="closest")
+    return fig

@@ -7,7 +7,7 @@ from typing import Any
 import streamlit as st
 
 from twice.verdict import fmt_gap
-from twice.web.figures import gaps_figure
+from twice.web.figures import BAND_LABELS, band_suspects, gaps_figure
 from twice.web.nav import go
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text
@@ -26,7 +26,10 @@ def render(inv: Investigation) -> None:
         picked = picked[0] if isinstance(picked, list) else picked
         if isinstance(picked, str) and picked != inv.key:
             go(inv.state.at_duplicate(picked, tab="verdict"))
-    st.caption("Click a point to open its verdict.")
+    st.caption("Click a point to open its verdict. The bands, and the layers whose timing "
+               "usually lands in each: " + "; ".join(
+                   f"**{label}**: {band_suspects(band)}" for band, label in BAND_LABELS.items())
+               + ".")
     if inv.key is not None:
         row = inv.dups[inv.dups["key"] == inv.key].iloc[0]
         st.markdown(f"**Selected:** {md_text(str(row['second']))} — **{row['layer']}** "

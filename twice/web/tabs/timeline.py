@@ -11,12 +11,39 @@ import streamlit as st
 from twice.clocks import THIN_LABEL, THIN_WHY
 from twice.engine import Analysis
 from twice.formats import utc
-from twice.web.figures import timeline_figure
+from twice.web.figures import timeline_figure, waterfall_figure
 from twice.web.nav import go
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text
 
 TIMELINE_POINTS = 5_000  # individual WebGL points per view; the rest is aggregated
+
+# A pan or zoom of the timeline (plotly's `plotly_relayout`: the pan tool, a scroll, the zoom
+# buttons) sent to the page as the x axis' new range: the page puts it in the URL (t0/t1).
+# Streamlit's chart reports only selections (a drawn box), so this listens on the chart itself.
+_RANGE_JS = """
+export default function(component) {
+  const { setTriggerValue } = component;
+  let stopped = false, chart = null;
+  const listen = () => {
+    if (stopped) return;
+    const el = document.querySelector('.js-plotly-plot');
+    if (el && el !== chart && typeof el.on === 'function') {
+      chart = el;
+      el.on('plotly_relayout', ev => {
+        const lo = ev['xaxis.range[0]'], hi = ev['xaxis.range[1]'];
+        const range = lo !== undefined && hi !== undefined ? [lo, hi] : ev['xaxis.range'];
+        if (Array.isArray(range) && range.length === 2)
+          setTriggerValue('range', String(range[0]) + '|' + String(range[1]));
+      });
+    }
+    setTimeout(listen, 300);  // the chart is drawn again on every run: listen on the new one
+  };
+  listen();
+  return () => { stopped = true; };
+}
+"""
+_range_listener = st.components.v2.component("twice_timeline_range", js=_RANGE_JS)
 
 
 def render(inv: Investigation) -> None:
@@ -34,15 +61,90 @@ def render(inv: Investigation) -> None:
     picked = boxed_window(dict(event or {}).get("selection") or {})  # type: ignore[call-overload]
     if picked is not None and picked != window:
         go(dataclasses.replace(state, t0=picked[0], t1=picked[1]))
+    moved = _range_listener(key="timeline_range", on_range_change=lambda: None)
+    panned = panned_window(getattr(moved, "range", None))
+    if panned is not None and panned != window:
+        go(dataclasses.replace(state, t0=panned[0], t1=panned[1]))
+    _range_control(inv, fig, window)
     if window is not None and st.button("Fit to the call again"):
         go(dataclasses.replace(state, t0=None, t1=None))
     st.caption(f"{len(inv.analysis.timeline):,} rows; past {TIMELINE_POINTS:,} points the lanes "
                "that do not fit are drawn as counts per time bucket (attempts are always "
-               "points). Draw a box over a stretch of time to zoom to it: the window goes in "
-               "the link (t0/t1), and every row in it is drawn.")
+               "points). Draw a box over a stretch of time to zoom to it, pan (the hand in the "
+               "chart's toolbar) or type a time range: the window goes in the link (t0/t1), "
+               "and every row in it is drawn.")
     for o in inv.analysis.offsets:
         st.caption(f"Clock: {md_text(o.describe())}."
                    + (f" :orange-badge[{THIN_LABEL}] {md_text(THIN_WHY)}" if o.thin else ""))
+    _waterfall(inv, aligned=not raw)
+
+
+def _waterfall(inv: Investigation, aligned: bool) -> None:
+    """The selected call's spans as bars, each under its parent (as Jaeger draws a trace)."""
+    if inv.group is None:
+        return
+    fig = waterfall_figure(inv.analysis, inv.group, aligned=aligned)
+    if not fig.data:
+        return
+    st.subheader("Spans of the selected call", anchor="spans")
+    st.plotly_chart(fig, width="stretch", key="waterfall")
+    st.caption("Each span from its start to its end, under the span that started it (its "
+               "parent: a row at the left edge has none in the evidence); the attempts' own "
+               "spans are outlined.")
+
+
+def _range_control(inv: Investigation, fig: Any, window: tuple[pd.Timestamp, pd.Timestamp] | None
+                   ) -> None:
+    """From / To (UTC) boxes: the view's range, to read or to type; Show puts it in the URL."""
+    shown = window or _figure_range(fig)
+    with st.form("time_range"):
+        left, right, button = st.columns([2, 2, 1], vertical_alignment="bottom")
+        lo = left.text_input("From (UTC)", value=_shown_time(shown[0]) if shown else "")
+        hi = right.text_input("To (UTC)", value=_shown_time(shown[1]) if shown else "")
+        if not button.form_submit_button("Show this range"):
+            return
+    typed = typed_window(lo, hi)
+    if isinstance(typed, str):
+        st.error(typed)
+        return
+    if typed != window:
+        go(dataclasses.replace(inv.state, t0=typed[0], t1=typed[1]))
+
+
+def _figure_range(fig: Any) -> tuple[pd.Timestamp, pd.Timestamp] | None:
+    rng = getattr(getattr(getattr(fig, "layout", None), "xaxis", None), "range", None)
+    if not rng or len(rng) != 2:
+        return None
+    try:
+        return utc(pd.Timestamp(rng[0])), utc(pd.Timestamp(rng[1]))
+    except (TypeError, ValueError):
+        return None
+
+
+def _shown_time(at: pd.Timestamp) -> str:
+    return f"{utc(at):%Y-%m-%d %H:%M:%S.%f}"[:-3]  # milliseconds, as the link keeps them
+
+
+def typed_window(lo: str, hi: str) -> tuple[pd.Timestamp, pd.Timestamp] | str:
+    """The window typed in the From / To boxes (UTC unless a time zone is written), or what is
+    wrong with it, in words."""
+    try:
+        start, end = (utc(pd.Timestamp(v.strip())) for v in (lo, hi))
+    except (TypeError, ValueError):
+        return ("The time range was not changed: give From and To as dates and times, e.g. "
+                "2025-03-04 14:04:50 (UTC).")
+    if start is pd.NaT or end is pd.NaT or not end > start:
+        return "The time range was not changed: To must be after From."
+    return start.floor("ms"), end.ceil("ms")
+
+
+def panned_window(value: object) -> tuple[pd.Timestamp, pd.Timestamp] | None:
+    """The x range a pan or zoom sent ("lo|hi", plotly's UTC times), if it is one."""
+    if not isinstance(value, str) or value.count("|") != 1:
+        return None
+    lo, hi = value.split("|")
+    window = typed_window(lo, hi)
+    return None if isinstance(window, str) else window
 
 
 def boxed_window(selection: dict[str, Any]) -> tuple[pd.Timestamp, pd.Timestamp] | None:

@@ -12,7 +12,14 @@ from twice.formats import money, visible
 from twice.layers import LAYERS
 from twice.store import effective_overrides
 from twice.verdict import fmt_gap
-from twice.web.figures import attempt_comparison, call_records, disagreements, record_text
+from twice.web.figures import (
+    attempt_comparison,
+    call_records,
+    comparison_html,
+    disagreements,
+    record_text,
+)
+from twice.web.links_out import LinkOut, links_out, record_ids, trace_template
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text, shown_frame
 
@@ -62,9 +69,11 @@ def render(inv: Investigation) -> None:
     st.markdown(md_text(dup.fix))
     if LAYERS[dup.layer].code:
         st.code(LAYERS[dup.layer].code, language="python")
-    st.subheader("The two attempts side by side")
+    st.subheader("The two attempts side by side", anchor="attempts")
     table = attempt_comparison(inv.analysis, group.group_id, dup.first, dup.second)
-    st.dataframe(shown_frame(table), width="stretch")
+    st.caption("Cells that differ are marked ≠ (red: a field one intended call cannot change).")
+    st.html(comparison_html(table))
+    _attempt_links(inv)
     _raw_records(inv)
     if inv.analysis.offsets:
         st.subheader("Clocks")
@@ -88,6 +97,29 @@ def _raw_records(inv: Investigation) -> None:
     st.caption(f"From {md_text(str(origin))} "
                f"({md_text(str(row['source']))}); the copy button is at the block's corner.")
     st.code(record_text(row), language="json")
+    ids, traces = record_ids(row.to_dict())
+    _show_links(links_out(ids, traces, template=trace_template()))
+
+
+def _attempt_links(inv: Investigation) -> None:
+    """The two attempts' payments and requests in the Stripe dashboard, the call's traces in
+    the configured trace viewer."""
+    group, dup = inv.group, inv.duplicate
+    if group is None or dup is None:
+        return
+    by_id = {str(r["attempt_id"]): r for r in group.records}
+    ids: list[object] = []
+    for attempt in (dup.first, dup.second):
+        record = by_id.get(attempt, {})
+        ids += [record.get("object_id"), record.get("request_id")]
+    records = call_records(inv.analysis, group)
+    traces = list(dict.fromkeys(records["trace_id"].dropna())) if len(records) else []
+    _show_links(links_out(ids, traces, template=trace_template()))
+
+
+def _show_links(links: list[LinkOut]) -> None:
+    if links:  # checked ids in fixed URLs (twice.web.links_out); labels escaped all the same
+        st.markdown("Open: " + " · ".join(f"[{md_text(x.label)}]({x.url})" for x in links))
 
 
 def _not_duplicates(inv: Investigation) -> None:

@@ -9,12 +9,14 @@ import pandas as pd
 import streamlit as st
 
 from twice.formats import money, visible
-from twice.store import InvestigationNotFound
+from twice.store import InvestigationNotFound, StoreError
 from twice.store.links import ViewState, from_query, link
+from twice.store.model import STATUSES
 from twice.verdict import fmt_gap
 from twice.web.cache import get_analysis, get_store
 from twice.web.export import LIVE_ERRORS
 from twice.web.nav import base_url, go
+from twice.web.problems import store_problem
 from twice.web.tabs import TABS, Investigation
 from twice.web.text import md_text, shown_frame
 
@@ -59,6 +61,7 @@ def _header(inv: Investigation) -> None:
                f"layer {s.worst_layer or '—'} · money at risk "
                f"{md_text(money(s.money_at_risk))} · saved "
                f"{s.created_at:%Y-%m-%d %H:%M} UTC · id `{s.id}`")
+    _workflow(inv)
     for warning in inv.snap.warnings:
         if warning.get("source") == LIVE_ERRORS:
             st.warning(md_text(str(warning.get("detail", ""))))
@@ -68,6 +71,29 @@ def _header(inv: Investigation) -> None:
         st.error(f"{md_text(inv.failure.describe())}.  \nWhat loaded is kept and saved "
                  f"({rows:,} rows from {md_text(', '.join(s.sources) or 'no source')}): the "
                  "Timeline tab shows it, Export downloads it. No verdict could be made.")
+
+
+def _workflow(inv: Investigation) -> None:
+    """The incident's status and owner, as the team sets them (shown in the incidents list)."""
+    s = inv.snap.summary
+    owner = f"owner {md_text(s.owner)}" if s.owner else "no owner"
+    with st.expander(f"Status: {s.status} · {owner}"):
+        with st.form("workflow"):
+            left, right = st.columns(2)
+            status = left.selectbox("Status", STATUSES, index=STATUSES.index(s.status)
+                                    if s.status in STATUSES else 0)
+            name = right.text_input("Owner", value=s.owner or "", max_chars=200)
+            if not st.form_submit_button("Save status"):
+                return
+        try:
+            inv.store.set_workflow(s.id, status=status, owner=name)
+        except InvestigationNotFound:
+            st.error("The status was not saved: the investigation was deleted.")
+            return
+        except StoreError as exc:
+            st.error(store_problem(exc, "The status was not saved") + " Try again later.")
+            return
+        go(inv.state)
 
 
 def _warnings(inv: Investigation) -> None:
