@@ -16,7 +16,6 @@ from typing import Any
 
 import orjson
 
-from twice.connectors import spans
 from twice.connectors._parsing import trace_id_hex
 from twice.connectors.base import LoadResult
 from twice.connectors.live.traces import BackendBase, TraceNotFoundError, epoch_us, require_trace_id
@@ -35,9 +34,7 @@ class JaegerBackend(BackendBase):
         if not data:
             raise TraceNotFoundError(self.http.endpoint.display, f"trace {trace_id} not found")
         locator = f"{self.http.endpoint.display}{path}"
-        result = spans.parse_spans([(locator, doc)], locator, tool_attribute=self.tool_attribute,
-                                   request_id_attribute=self.request_id_attribute)
-        return result, doc
+        return self.parsed(locator, doc), doc
 
     def _data(self, path: str, doc: Any) -> list[Any]:
         """The `data` list of an answer; errors Jaeger reports (other than "not found") fail."""

@@ -27,7 +27,6 @@ from urllib.parse import unquote
 
 import orjson
 
-from twice.connectors import spans
 from twice.connectors.base import LoadResult, SourceError, SourceWarning
 from twice.connectors.live import LANGSMITH_KEY_ENV
 from twice.connectors.live.traces import (
@@ -79,7 +78,6 @@ class LangSmithBackend(BackendBase):
                                         (*endpoint.secrets, *([key] if key else []))),
                                limits, headers={"x-api-key": key} if key else None)
         self.page_size = page_size
-        self.warnings: list[SourceWarning] = []
         self._project_id: str | None = None
 
     def project_id(self) -> str:
@@ -121,11 +119,7 @@ class LangSmithBackend(BackendBase):
             raise TraceNotFoundError(self.http.endpoint.display, f"trace {trace_id} not found")
         doc = {"runs": runs}
         locator = f"{self.http.endpoint.display}/runs/query?trace={trace_id}"
-        result = spans.parse_spans([(locator, doc)], locator, tool_attribute=self.tool_attribute,
-                                   request_id_attribute=self.request_id_attribute)
-        result.warnings[:0] = self.warnings
-        self.warnings = []
-        return result, doc
+        return self.parsed(locator, doc), doc
 
     def find_traces(self, *, service: str | None = None, tags: dict[str, str] | None = None,
                     start: datetime, end: datetime, limit: int = 20) -> list[str]:

@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from twice.connectors import spans
 from twice.connectors._parsing import trace_id_hex
 from twice.connectors.base import LoadResult, SourceWarning
 from twice.connectors.live.traces import (
@@ -74,7 +73,6 @@ class PhoenixBackend(BackendBase):
         self.project = project
         self.http = HttpSource(Endpoint(base, endpoint.display, endpoint.auth, endpoint.secrets),
                                limits, bearer=True)
-        self.warnings: list[SourceWarning] = []
 
     @property
     def _path(self) -> str:
@@ -108,11 +106,7 @@ class PhoenixBackend(BackendBase):
             raise TraceNotFoundError(self.http.endpoint.display, f"trace {trace_id} not found")
         doc = {"data": found, "next_cursor": None}
         locator = f"{self.http.endpoint.display}{self._path}?trace_id={trace_id}"
-        result = spans.parse_spans([(locator, doc)], locator, tool_attribute=self.tool_attribute,
-                                   request_id_attribute=self.request_id_attribute)
-        result.warnings[:0] = self.warnings
-        self.warnings = []
-        return result, doc
+        return self.parsed(locator, doc), doc
 
     def find_traces(self, *, service: str | None = None, tags: dict[str, str] | None = None,
                     start: datetime, end: datetime, limit: int = 20) -> list[str]:

@@ -21,7 +21,6 @@ from typing import Any
 
 import orjson
 
-from twice.connectors import spans
 from twice.connectors._parsing import trace_id_hex
 from twice.connectors.base import LoadResult
 from twice.connectors.live.traces import (
@@ -97,10 +96,7 @@ class TempoBackend(BackendBase):
         if not export["resourceSpans"]:
             raise TraceNotFoundError(self.http.endpoint.display, f"trace {trace_id} not found")
         locator = f"{self.http.endpoint.display}{path}"
-        result = spans.parse_spans([(locator, export)], locator,
-                                   tool_attribute=self.tool_attribute,
-                                   request_id_attribute=self.request_id_attribute)
-        return result, doc
+        return self.parsed(locator, export), doc
 
     def find_traces(self, *, service: str | None = None, tags: dict[str, str] | None = None,
                     start: datetime, end: datetime, limit: int = 20) -> list[str]:

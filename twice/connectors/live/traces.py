@@ -28,8 +28,9 @@ from urllib.parse import unquote, urlsplit
 
 import orjson
 
+from twice.connectors import spans
 from twice.connectors._parsing import trace_id_hex
-from twice.connectors.base import LoadResult, SourceError, credentials, redact
+from twice.connectors.base import LoadResult, SourceError, SourceWarning, credentials, redact
 from twice.connectors.jsonfile import TooDeep, loads
 from twice.connectors.live.http import (
     DEFAULT_LIMITS,
@@ -219,7 +220,8 @@ class HttpSource:
 
 
 class BackendBase:
-    """What every trace backend holds: its HTTP source and how to read tool / request ids."""
+    """What every trace backend holds: its HTTP source, how to read tool / request ids, and the
+    warnings its paging left for the next trace it reads."""
 
     def __init__(self, endpoint: Endpoint, *, limits: Limits = DEFAULT_LIMITS,
                  tool_attribute: str | None = None,
@@ -227,6 +229,15 @@ class BackendBase:
         self.http = HttpSource(endpoint, limits)
         self.tool_attribute = tool_attribute
         self.request_id_attribute = request_id_attribute
+        self.warnings: list[SourceWarning] = []
+
+    def parsed(self, locator: str, doc: Any) -> LoadResult:
+        """One trace's answer read as spans, the pending warnings first (then cleared)."""
+        result = spans.parse_spans([(locator, doc)], locator, tool_attribute=self.tool_attribute,
+                                   request_id_attribute=self.request_id_attribute)
+        result.warnings[:0] = self.warnings
+        self.warnings = []
+        return result
 
 
 def _error_text(answer: Answer, secrets: tuple[str, ...]) -> str:
