@@ -1,23 +1,30 @@
-"""The scale benchmark: `twice analyze` at 10k, 100k, 1M (10M) provider events, against the floor.
+"""The scale suite: `twice analyze` on each source alone and on all three, against a bare read.
 
-    python benchmarks/suite.py [--sizes 10k,100k,1m] [--data DIR] [--duckdb]
-                               [--out benchmarks/results/suite.json]
+    python benchmarks/suite.py [--sizes 100k,1m] [--sources events,spans,checkpoints,all]
+                               [--repeat 2] [--data DIR] [--out benchmarks/results/suite.json]
 
-For each size N: N Stripe events, N spans and N/10 checkpoints, generated in the real formats by
-benchmarks/analyze_bench.generate (two events per PaymentIntent confirmed in one request, a tool
-span and an HTTP client span per call, LangGraph's own SqliteSaver; one call in a hundred is
-executed twice by a step retry). Then, each in a fresh interpreter so its peak memory is its own:
-  floor     read + orjson.loads every line of the same JSON files (nothing else)
-  analysis  what `twice analyze --format json` does: load every source (registry.load_all:
-            big files read side by side in worker processes), analyze, the JSON contract
-            serialised; peak memory of this process and its workers at once (sampled)
-  analysis_one_process
-            the same with every source read in one process, each connector timed on its own
-  duckdb    (--duckdb) the Stripe events read into timeline rows by the orjson + Python path
-            and by the DuckDB path (twice/connectors/provider/stripe_events_duckdb.py), at
-            every size
-Results, with a growth table (how time and memory grow with size), go to the --out JSON file.
-Generated data goes to a temp folder (or --data DIR, kept and reused between runs).
+For each size N the data is generated in the real formats by `benchmarks/analyze_bench.generate`
+(N Stripe events as JSON lines, two per PaymentIntent confirmed in one request; N OTLP spans as
+the file exporter writes them, a tool span and an HTTP client span per call; N/10 checkpoints
+written by LangGraph's own SqliteSaver; one call in a hundred executed twice by a step retry)
+and kept in `--data DIR` (reused when there). Each source set gets a folder of its own holding
+links to its files, so `twice analyze FOLDER` sees only them.
+
+Every measurement is a whole command in a fresh process, as a user runs it:
+  twice   `python -m twice.cli analyze FOLDER --format json` (stdout discarded)
+  floor   a bare read of the same file in the same round, nothing else:
+            events       DuckDB `read_json` of the fields twice reads, columns declared with
+                         their types, into an Arrow table
+            spans        pyarrow's JSON reader over the OTLP lines, into an Arrow table
+            checkpoints  sqlite3 reading every row of both tables, and msgpack (ormsgpack,
+                         what LangGraph uses) decoding every blob
+            all          the three floors above, one after the other in one process
+The two alternate (floor, twice, floor, twice, ...) `--repeat` times; the best of each is kept
+and the ratio is taken between bests of the same round set. Wall time, CPU time (the process
+and its children: DuckDB's threads, twice's worker processes) and peak memory (resident memory
+of the process tree summed, sampled every 10 ms) are recorded, and the input's size on disk.
+
+The table printed at the end is the one docs/scale.md quotes; the JSON goes to `--out`.
 """
 
 from __future__ import annotations
@@ -30,15 +37,18 @@ import resource
 import shutil
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-TARGET_1M = {"wall_s": 60.0, "peak_rss_mib": 4096.0}
 SUFFIX = {"k": 1_000, "m": 1_000_000}
+FILES = {"events": ["events.jsonl"], "spans": ["spans.jsonl"],
+         "checkpoints": ["checkpoints.sqlite"],
+         "all": ["events.jsonl", "spans.jsonl", "checkpoints.sqlite"]}
+TARGET = {"ratio": 3.0, "peak_vs_input": 1.5}
 
 
 def parse_size(text: str) -> int:
@@ -56,171 +66,126 @@ def size_name(n: int) -> str:
     return str(n)
 
 
-# --- the children: each runs in a fresh interpreter and prints one JSON line, last -----------
+# --- the floors: each runs in a fresh interpreter ------------------------------------------------
 
-def _peak_mib() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+def floor_events(path: str) -> int:
+    import duckdb
+
+    rel = duckdb.sql(
+        "SELECT id, type, created, request.id AS request_id, "
+        "request.idempotency_key AS request_key, data.object.id AS object_id, "
+        "data.object.object AS object_type, data.object.customer AS customer, "
+        "data.object.amount AS amount, data.object.currency AS currency, "
+        "data.object.status AS status, data.object.payment_intent AS payment_intent, "
+        "livemode FROM read_json(?, format = 'newline_delimited', columns = {"
+        "id: 'VARCHAR', type: 'VARCHAR', created: 'BIGINT', livemode: 'BOOLEAN', "
+        "request: 'STRUCT(id VARCHAR, idempotency_key VARCHAR)', "
+        "data: 'STRUCT(object STRUCT(id VARCHAR, object VARCHAR, customer VARCHAR, "
+        "amount BIGINT, currency VARCHAR, status VARCHAR, payment_intent VARCHAR))'})",
+        params=[path])
+    table = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
+    return int(table.num_rows)
 
 
-def _cpu_s() -> float:
-    """CPU seconds this process used (all its threads): on a shared machine, the steadier
-    measure of work done than wall time."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return round(usage.ru_utime + usage.ru_stime, 2)
+def floor_spans(path: str) -> int:
+    import pyarrow.json as pj
+
+    table = pj.read_json(path, read_options=pj.ReadOptions(block_size=64 << 20))
+    return int(table.num_rows)
 
 
-def child_floor(paths: list[str]) -> dict[str, Any]:
+def floor_checkpoints(path: str) -> int:
+    import sqlite3
+
     import orjson
+    import ormsgpack
 
+    def ext(code: int, data: bytes) -> object:
+        return ormsgpack.unpackb(data, ext_hook=ext)  # LangGraph's objects: their fields
+
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     n = 0
-    for path in paths:
-        with open(path, "rb") as fh:
-            for line in fh:
-                orjson.loads(line)
-                n += 1
-    return {"lines": n, "cpu_s": _cpu_s(), "peak_rss_mib": _peak_mib()}
+    for kind, blob, meta in con.execute("SELECT type, checkpoint, metadata FROM checkpoints"):
+        ormsgpack.unpackb(blob, ext_hook=ext) if kind == "msgpack" else None
+        orjson.loads(meta)
+        n += 1
+    for kind, blob in con.execute("SELECT type, value FROM writes"):
+        ormsgpack.unpackb(blob, ext_hook=ext) if kind == "msgpack" else None
+        n += 1
+    con.close()
+    return n
 
 
-def _tree_rss_mib() -> float:
-    """Resident memory of this process and its children right now (Linux /proc), MiB."""
+FLOORS = {"events.jsonl": floor_events, "spans.jsonl": floor_spans,
+          "checkpoints.sqlite": floor_checkpoints}
+
+
+def child_floor(paths: list[str]) -> None:
+    rows = sum(FLOORS[Path(p).name](p) for p in paths)
+    print(json.dumps({"rows": rows}))
+
+
+# --- measuring a command: wall, CPU of the tree, peak resident memory of the tree ---------------
+
+def _tree(pid: int) -> list[int]:
+    pids, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        pids.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo.extend(int(c) for c in fh.read().split())
+        except OSError:
+            pass
+    return pids
+
+
+def _rss_mib(pids: list[int]) -> float:
     total = 0
-    pids = [os.getpid()]
-    try:
-        for task in os.listdir(f"/proc/{os.getpid()}/task"):
-            with open(f"/proc/{os.getpid()}/task/{task}/children") as fh:
-                pids.extend(int(p) for p in fh.read().split())
-    except OSError:
-        pass
+    page = os.sysconf("SC_PAGE_SIZE")
     for pid in pids:
         try:
             with open(f"/proc/{pid}/statm") as fh:
-                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+                total += int(fh.read().split()[1]) * page
         except (OSError, ValueError, IndexError):
             pass
     return total / 2**20
 
 
-class TreePeak:
-    """The highest `_tree_rss_mib` seen, sampled every 20 ms while in the `with` block: the peak
-    of memory in use at once when worker processes read sources beside this one."""
-
-    def __enter__(self) -> TreePeak:
-        import threading
-
-        self.peak = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.02):
-            self.peak = max(self.peak, _tree_rss_mib())
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def child_analysis(folder: str, workers: str) -> dict[str, Any]:
-    """`twice analyze --format json FOLDER`, phase by phase. With `workers` = 1, every source is
-    loaded here, one after the other, and timed on its own (registry.load_all does the same with
-    one worker); otherwise by `registry.load_all` itself, sources read side by side in worker
-    processes, timed as one phase."""
-    phases: dict[str, float] = {}
-    t = time.perf_counter()
-    import orjson
-
-    from twice.connectors import registry
-    from twice.engine import analyze
-    from twice.report import to_contract
-    from twice.timeline import concat
-
-    found, _ = registry.scan_folder(Path(folder))
-    for name, _path in found:
-        registry.get(name)  # the connector's own imports (pyarrow, langgraph, ...)
-    phases["imports_and_scan"] = time.perf_counter() - t
-    with TreePeak() as tree:
-        if workers == "1":
-            frames, warnings = [], []
-            for name, path in found:
-                t = time.perf_counter()
-                result = registry.load_one(name, path, {})
-                phases[f"load_{name}"] = phases.get(f"load_{name}", 0.0) \
-                    + time.perf_counter() - t
-                frames.append(result.rows)
-                warnings.extend(result.warnings)
-            t = time.perf_counter()
-            rows = concat(frames)
-            del frames
-            phases["concat"] = time.perf_counter() - t
-        else:
-            t = time.perf_counter()
-            loaded = registry.load_all([(n, p, {}) for n, p in found])
-            rows, warnings = loaded.rows, loaded.warnings
-            del loaded
-            phases["load_all_with_concat"] = time.perf_counter() - t
-        t = time.perf_counter()
-        analysis = analyze(rows, warnings)
-        phases["analyze"] = time.perf_counter() - t
-        t = time.perf_counter()
-        doc = orjson.dumps(to_contract(analysis), option=orjson.OPT_INDENT_2)
-        phases["report"] = time.perf_counter() - t
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {
-        "workers": registry.workers_available() if workers != "1" else 1,
-        "phases_s": {k: round(v, 3) for k, v in phases.items()},
-        "timeline_rows": len(rows), "attempts": len(analysis.attempts),
-        "duplicate_groups": len(analysis.groups), "warnings": len(warnings),
-        "report_bytes": len(doc), "cpu_s": _cpu_s(),
-        "workers_cpu_s": round(children.ru_utime + children.ru_stime, 2),
-        "peak_rss_mib": round(max(_peak_mib(), tree.peak), 1),
-        "peak_rss_this_process_mib": _peak_mib(),
-        "peak_rss_largest_worker_mib": round(children.ru_maxrss / 1024, 1),
-    }
-
-
-def child_events(path: str, how: str) -> dict[str, Any]:
-    """Stripe events JSON lines -> timeline rows: the orjson + Python path, or the DuckDB path
-    (twice/connectors/provider/stripe_events_duckdb.py, which `stripe_events.load` takes for
-    big clean files)."""
-    t = time.perf_counter()
-    from twice.connectors.jsonfile import json_documents
-    from twice.connectors.provider import stripe_events, stripe_events_duckdb
-
-    if how == "duckdb":
-        import duckdb  # noqa: F401  (its import is part of the path's cost)
-    imports = time.perf_counter() - t
-    t = time.perf_counter()
-    if how == "duckdb":
-        result = stripe_events_duckdb.load(Path(path), path, min_bytes=0)
-        if result is None:
-            raise SystemExit("the DuckDB path declined the generated file")
-    else:
-        result = stripe_events.parse_documents(json_documents(path, []), path)
-    return {"imports_s": round(imports, 3), "load_s": round(time.perf_counter() - t, 3),
-            "rows": len(result.rows), "cpu_s": _cpu_s(), "peak_rss_mib": _peak_mib()}
-
-
-CHILDREN = {"floor": child_floor, "analysis": lambda a: child_analysis(a[0], a[1]),
-            "events": lambda a: child_events(a[0], a[1])}
-
-
-def run_child(kind: str, args: list[str]) -> dict[str, Any]:
+def run(cmd: list[str]) -> dict[str, float]:
+    """Run `cmd`; its wall time, the CPU time of it and its children, and the peak of the
+    resident memory of its process tree (sampled every 10 ms)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, __file__, "--child", kind, *args], cwd=ROOT,
-                         capture_output=True, text=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = 0.0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.wait(0.01):
+            peak = max(peak, _rss_mib(_tree(proc.pid)))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, err = proc.communicate()
     wall = time.perf_counter() - start
-    if out.returncode != 0:
-        raise SystemExit(f"{kind} child failed:\n{out.stderr[-4000:]}")
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    return {"wall_s": round(wall, 3), **result}
+    done.set()
+    sampler.join()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err.decode()[-4000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    # a process too short for a sample: its own high-water mark
+    peak = max(peak, after.ru_maxrss / 1024 if after.ru_maxrss > before.ru_maxrss else 0.0)
+    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "peak_mib": round(peak, 1)}
 
 
 # --- the parent ---------------------------------------------------------------------------------
 
 def dataset(base: Path, n: int, seed: int) -> tuple[Path, dict[str, Any]]:
-    """The incident folder for size n under `base`, generated unless a complete one is there."""
+    """The generated incident for size n under `base` (reused when complete)."""
     from analyze_bench import generate
 
     folder = base / size_name(n)
@@ -236,93 +201,95 @@ def dataset(base: Path, n: int, seed: int) -> tuple[Path, dict[str, Any]]:
     return folder, sizes
 
 
-def measure_size(base: Path, n: int, seed: int, with_duckdb: bool) -> dict[str, Any]:
-    folder, sizes = dataset(base, n, seed)
-    print(f"[{size_name(n)}] data ready: {sizes}", file=sys.stderr, flush=True)
-    floor = run_child("floor", [str(folder / "events.jsonl"), str(folder / "spans.jsonl")])
-    print(f"[{size_name(n)}] floor {floor['wall_s']} s", file=sys.stderr, flush=True)
-    entry: dict[str, Any] = {"input": sizes, "floor_orjson_parse": floor}
-    for key, workers in (("analysis_one_process", "1"), ("analysis", "default")):
-        run = run_child("analysis", [str(folder), workers])
-        print(f"[{size_name(n)}] {key} {run['wall_s']} s, {run['peak_rss_mib']} MiB "
-              f"{run['phases_s']}", file=sys.stderr, flush=True)
-        entry[key] = {**run, "events_per_s": round(sizes["events"] / run["wall_s"]),
-                      "vs_floor": round(run["wall_s"] / max(floor["wall_s"], 1e-9), 2)}
-    if with_duckdb:
-        events = str(folder / "events.jsonl")
-        ours = run_child("events", [events, "orjson"])
-        duck = run_child("events", [events, "duckdb"])
-        entry["stripe_events_read"] = {
-            "orjson_python_path": ours, "duckdb_path": duck,
-            "duckdb_vs_ours": round(duck["wall_s"] / max(ours["wall_s"], 1e-9), 2)}
-        print(f"[{size_name(n)}] events: ours {ours['wall_s']} s, duckdb {duck['wall_s']} s",
-              file=sys.stderr, flush=True)
-    return entry
+def source_folder(data: Path, sources: str) -> Path:
+    """A folder holding links to the files of `sources` only."""
+    folder = data.parent / f"{data.name}-{sources}"
+    folder.mkdir(exist_ok=True)
+    for name in FILES[sources]:
+        link = folder / name
+        if not link.exists():
+            link.symlink_to(data / name)
+    return folder
 
 
-def growth(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """From each size to the next: how many times the input grew, and the time and memory."""
-    names = list(results)
-    rows = []
-    for a, b in zip(names, names[1:], strict=False):
-        ra, rb = results[a], results[b]
-        size = rb["input"]["events"] / ra["input"]["events"]
-        rows.append({
-            "from": a, "to": b, "size_x": round(size, 2),
-            "wall_x": round(rb["analysis"]["wall_s"] / ra["analysis"]["wall_s"], 2),
-            "wall_one_process_x": round(rb["analysis_one_process"]["wall_s"]
-                                        / ra["analysis_one_process"]["wall_s"], 2),
-            "analyze_phase_x": round(rb["analysis"]["phases_s"]["analyze"]
-                                     / max(ra["analysis"]["phases_s"]["analyze"], 1e-9), 2),
-            "peak_rss_x": round(rb["analysis"]["peak_rss_mib"]
-                                / ra["analysis"]["peak_rss_mib"], 2),
-            "floor_x": round(rb["floor_orjson_parse"]["wall_s"]
-                             / ra["floor_orjson_parse"]["wall_s"], 2),
-        })
-    return rows
+def measure(data: Path, sources: str, repeat: int) -> dict[str, Any]:
+    folder = source_folder(data, sources)
+    files = [str(data / f) for f in FILES[sources]]
+    floor_cmd = [sys.executable, __file__, "--child-floor", *files]
+    twice_cmd = [sys.executable, "-m", "twice.cli", "analyze", str(folder), "--format", "json"]
+    floors, twices = [], []
+    for _ in range(repeat):
+        floors.append(run(floor_cmd))
+        twices.append(run(twice_cmd))
+    best = {"floor": min(floors, key=lambda r: r["wall_s"]),
+            "twice": min(twices, key=lambda r: r["wall_s"])}
+    input_mib = sum(os.path.getsize(f) for f in files) / 2**20
+    t, f = best["twice"], best["floor"]
+    return {
+        "input_mib": round(input_mib, 1), "floor": f, "twice": t,
+        "ratio_wall": round(t["wall_s"] / f["wall_s"], 2),
+        "ratio_cpu": round(t["cpu_s"] / max(f["cpu_s"], 1e-3), 2),
+        "peak_vs_input": round(t["peak_mib"] / input_mib, 2),
+        "runs": {"floor": floors, "twice": twices},
+    }
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    head = ("| size | sources | input | twice wall / CPU | floor wall / CPU | ratio wall / CPU "
+            "| twice peak | peak / input |\n|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for size, by_source in results.items():
+        for sources, r in by_source.items():
+            t, f = r["twice"], r["floor"]
+            lines.append(
+                f"| {size} | {sources} | {r['input_mib']:,.0f} MiB "
+                f"| {t['wall_s']:.2f} s / {t['cpu_s']:.2f} s "
+                f"| {f['wall_s']:.2f} s / {f['cpu_s']:.2f} s "
+                f"| **{r['ratio_wall']:.1f}x** / {r['ratio_cpu']:.1f}x "
+                f"| {t['peak_mib']:,.0f} MiB | {r['peak_vs_input']:.2f}x |")
+    return "\n".join(lines)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", default="10k,100k,1m")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="100k,1m")
+    ap.add_argument("--sources", default="events,spans,checkpoints,all")
+    ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--data", type=Path, help="keep generated data here (reused if present)")
-    ap.add_argument("--duckdb", action="store_true", help="also time the DuckDB events reader")
+    ap.add_argument("--data", type=Path, default=Path("/tmp/twice-suite-data"),
+                    help="generated data is kept here and reused")
     ap.add_argument("--out", type=Path, default=RESULTS / "suite.json")
     args = ap.parse_args()
-    sizes = [parse_size(s) for s in args.sizes.split(",")]
-    tmp = None
-    if args.data is None:
-        tmp = tempfile.TemporaryDirectory(prefix="twice-suite-")
-        base = Path(tmp.name)
-    else:
-        base = args.data
-        base.mkdir(parents=True, exist_ok=True)
-    try:
-        results = {size_name(n): measure_size(base, n, args.seed, args.duckdb) for n in sizes}
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
-    doc: dict[str, Any] = {
+    args.data.mkdir(parents=True, exist_ok=True)
+    sources = [s.strip() for s in args.sources.split(",")]
+    unknown = set(sources) - set(FILES)
+    if unknown:
+        raise SystemExit(f"unknown sources {sorted(unknown)}; choose from {sorted(FILES)}")
+    results: dict[str, dict[str, Any]] = {}
+    inputs: dict[str, Any] = {}
+    for n in (parse_size(s) for s in args.sizes.split(",")):
+        data, sizes = dataset(args.data, n, args.seed)
+        inputs[size_name(n)] = sizes
+        results[size_name(n)] = {}
+        for s in sources:
+            r = measure(data, s, args.repeat)
+            results[size_name(n)][s] = r
+            print(f"[{size_name(n)} {s}] twice {r['twice']} floor {r['floor']} "
+                  f"ratio {r['ratio_wall']}x", file=sys.stderr, flush=True)
+    doc = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
-        "sizes": results,
-        "growth": growth(results),
+        "target": TARGET, "inputs": inputs, "results": results, "table": table(results),
     }
-    if "1m" in results:
-        a = results["1m"]["analysis"]
-        doc["target_1m"] = {**TARGET_1M, "met": a["wall_s"] < TARGET_1M["wall_s"]
-                            and a["peak_rss_mib"] < TARGET_1M["peak_rss_mib"]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(json.dumps(doc, indent=2))
+    print(doc["table"])
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
-    if len(sys.argv) > 2 and sys.argv[1] == "--child":
-        print(json.dumps(CHILDREN[sys.argv[2]](sys.argv[3:])))
+    if len(sys.argv) > 1 and sys.argv[1] == "--child-floor":
+        child_floor(sys.argv[2:])
     else:
         sys.path.insert(0, str(ROOT / "benchmarks"))
         main()
