@@ -26,7 +26,15 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from twice.timeline import Kind, isin, whole_numbers
+from twice.timeline import (
+    Kind,
+    arrow_text,
+    isin,
+    positions,
+    sort_by_time_and_id,
+    text_objects,
+    whole_numbers,
+)
 from twice.windows import HTTP_COLS
 
 ATTEMPT_COLUMNS = [
@@ -81,6 +89,20 @@ def moves_money(path: object) -> bool:
     return bool(_STRIPE_EFFECT_PATH.match(path))
 
 
+def paths_move_money(paths: pd.Series) -> np.ndarray:
+    """`moves_money` of each path, judged once per distinct path (a million requests go to a
+    handful of paths)."""
+    codes, uniques = pd.factorize(paths)
+    judged = np.array([moves_money(p) for p in uniques] + [True], dtype=bool)
+    return judged[codes]  # code -1 (no path) takes the last: True, as moves_money(None)
+
+
+def posts_moving_money(rows: pd.DataFrame) -> np.ndarray:
+    """Rows that are POSTs (or say no method) to a path that can create an effect."""
+    post = (rows["method"].fillna("POST").astype(str).str.upper() == "POST").to_numpy(dtype=bool)
+    return post & paths_move_money(rows["path"])
+
+
 def payment_roots(events: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """(root object id, root object type) of every event's object, by event row.
 
@@ -104,18 +126,25 @@ def payment_roots(events: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     child_types = [i for i, t in enumerate(type_names)
                    if t in ("charge", "payment_intent", "invoice_payment")]
     joins = events["belongs_to"].notna().to_numpy() & np.isin(tcodes, child_types) & present
-    pairs = pd.DataFrame({"child": codes[joins],
-                          "parent": events["belongs_to"].to_numpy(dtype=object)[joins]})
-    pairs = pairs.drop_duplicates()
-    several = pairs["parent"].str.contains(",", regex=False).to_numpy(dtype=bool)
-    if several.any():
-        pairs = pd.concat([pairs[~several], pairs[several].assign(
-            parent=pairs.loc[several, "parent"].str.split(",")).explode("parent")])
-    # the parents' ids as codes: one already seen keeps its code, the others come after
-    pcodes, names = pd.factorize(np.concatenate([np.asarray(seen, dtype=object),
-                                                 pairs["parent"].to_numpy(dtype=object)]))
-    parent = pcodes[n_seen:]
-    child = pairs["child"].to_numpy(dtype=np.intp)
+    child = codes[joins]
+    parents = events["belongs_to"].to_numpy(dtype=object)[joins]
+    several = np.fromiter((p.find(",") >= 0 for p in parents), dtype=bool, count=len(parents))
+    if several.any():  # one id per pair: those naming several parents after the others
+        split = [p.split(",") for p in parents[several]]
+        child = np.concatenate([child[~several],
+                                np.repeat(child[several], [len(p) for p in split])])
+        parents = np.concatenate([parents[~several],
+                                  np.array([x for p in split for x in p], dtype=object)])
+    # the parents' ids as codes: one already seen keeps its code, the others come after, in
+    # the order they are first named
+    parent = positions(pd.Series(seen), pd.Series(parents, dtype=object))
+    unseen = parent < 0
+    new_codes, new_names = pd.factorize(parents[unseen])
+    parent[unseen] = n_seen + new_codes
+    names = np.concatenate([np.asarray(seen, dtype=object), np.asarray(new_names, dtype=object)])
+    edges = np.unique(np.column_stack([child, parent]).astype(np.int64), axis=0) if len(child) \
+        else np.empty((0, 2), dtype=np.int64)
+    child, parent = edges[:, 0].astype(np.intp), edges[:, 1].astype(np.intp)
     subscription = [i for i, t in enumerate(type_names) if t == "subscription"]
     is_seen = parent < n_seen
     keep = ~(is_seen & np.isin(obj_type[np.where(is_seen, parent, 0)], subscription))
@@ -154,55 +183,75 @@ def _effect_rows(events: pd.DataFrame, by: str) -> pd.DataFrame:
     """One row per value of `by` (a request id, or a payment root) with the effect its events
     show: the payment's root object, or the refund; requests of neither kind are left out.
 
-    Grouped on integer codes of `by` (in the order of its values, as a sort by it would give):
-    grouping on text ids rehashes them at every step."""
-    payment, success, failure, refund = _roles(events)
+    Worked on integer codes of `by` (in the order of its values, as a sort by it would give)
+    and positions: a group's fields are read off its rows sorted once, with no groupby over
+    text ids."""
+    payment, success, failure, refund = (r.to_numpy(dtype=bool) for r in _roles(events))
     codes, values = pd.factorize(events[by], sort=True)
-    ev = events.assign(_payment=payment, _success=success, _failure=failure, _refund=refund,
-                       _g=codes)[codes >= 0]
-    money = ev.groupby("_g", sort=False)[["_payment", "_refund"]].transform("any")
-    ev = ev[money["_payment"] | money["_refund"]]
-    if ev.empty:
+    n = len(values)
+    has = codes >= 0
+    c = np.where(has, codes, 0)
+    is_payment_req = np.bincount(codes[has], weights=payment[has], minlength=n) > 0
+    is_refund_req = np.bincount(codes[has], weights=refund[has], minlength=n) > 0
+    rows = has & (is_payment_req | is_refund_req)[c]  # the events of requests that moved money
+    if not rows.any():
         return pd.DataFrame(columns=[by, *_FIELDS, "created", "failed", "refund"])
-    is_payment_req = ev.groupby("_g", sort=False)["_payment"].transform("any")
     # the events that name the effect: payment events of a payment request (the root first,
     # then the PaymentIntent and charge), refund events of a refund (the refund object first)
-    primary = ev[(ev["_payment"] & is_payment_req) | (ev["_refund"] & ~is_payment_req)].copy()
-    primary["_rank"] = -primary["object_type"].map(
-        {"refund": 5, **_PAYMENT_RANK}).fillna(-1).astype(float)
-    primary = primary.sort_values(["_g", "_rank", "at"], kind="stable")
-    g = primary.groupby("_g", sort=False)
-    out = g.agg(
-        at=("at", "min"),
-        idempotency_key=("idempotency_key", "first"),
-        object_id=("_root", "first"),
-        object_type=("_root_type", "first"),
-        subject=("subject", "first"),
-        amount=("amount", "first"),
-        currency=("currency", "first"),
-        thread_id=("thread_id", "first"),
-        tool_call_id=("tool_call_id", "first"),
-        origin=("origin", "first"),
-        outcome=("outcome", "first"),
-        success=("_success", "any"),
-        failure=("_failure", "any"),
-        refund=("_refund", "any"),
-        initiator=("initiator", "first"),
-        key_known=("key_recorded", "max"),
-    ).reset_index()
-    # the customer may be named only by another event of the request (a refund's charge)
-    subject = ev.dropna(subset=["subject"]).drop_duplicates("_g").set_index("_g")["subject"]
-    out["subject"] = out["subject"].where(out["subject"].notna(), out["_g"].map(subject))
-    is_refund = out["_g"].map(is_payment_req.groupby(ev["_g"]).first()).eq(False)
-    out["refund"] = is_refund
+    payment_req = is_payment_req[c]
+    primary = np.flatnonzero(rows & ((payment & payment_req) | (refund & ~payment_req)))
+    rank = -events["object_type"].map({"refund": 5, **_PAYMENT_RANK}).fillna(-1).to_numpy(
+        dtype=float)
+    at = events["at"].to_numpy(dtype="datetime64[ns]").view(np.int64)
+    p = primary[np.lexsort((at[primary], rank[primary], codes[primary]))]
+    gp = codes[p]
+    starts = np.flatnonzero(np.r_[True, gp[1:] != gp[:-1]])
+    groups = gp[starts]
+
+    def first(col: pd.Series, order: np.ndarray = p) -> pd.Series:
+        """Each group's first non-null value of `col` among the rows `order` lists."""
+        valid = order[col.notna().to_numpy(dtype=bool)[order]]
+        g = codes[valid]
+        lead = np.ones(len(g), dtype=bool)
+        lead[1:] = g[1:] != g[:-1]
+        take = np.full(n, -1, dtype=np.intp)
+        take[g[lead]] = valid[lead]
+        return pd.Series(col.array.take(take[groups], allow_fill=True), dtype=col.dtype)
+
+    is_refund = ~is_payment_req[groups]
+    # a group's highest `key_recorded` (as groupby's max): its rows sorted highest first
+    known = events["key_recorded"].astype("Int64")
+    by_known = p[np.lexsort((-known.fillna(-1).to_numpy(dtype=np.int64)[p], gp))]
+    out = pd.DataFrame({
+        "_g": groups,
+        "at": pd.Series(np.minimum.reduceat(at[p], starts).view("datetime64[ns]")).dt.tz_localize(
+            "UTC").astype(events["at"].dtype),
+        "idempotency_key": first(events["idempotency_key"]),
+        "object_id": first(events["_root"]),
+        "object_type": first(events["_root_type"]),
+        # the customer may be named only by another event of the request (a refund's charge)
+        "subject": first(events["subject"]).fillna(first(events["subject"], np.flatnonzero(rows))),
+        "amount": first(events["amount"]),
+        "currency": first(events["currency"]),
+        "thread_id": first(events["thread_id"]),
+        "tool_call_id": first(events["tool_call_id"]),
+        "origin": first(events["origin"]),
+        "outcome": first(events["outcome"]),
+        "refund": is_refund,
+        "initiator": first(events["initiator"]),
+        "key_known": first(known, by_known),
+    })
+    succeeded = np.logical_or.reduceat(success[p], starts)
+    failed = np.logical_or.reduceat(failure[p], starts)
     out.loc[is_refund, "object_type"] = "refund"
-    refund_ids = primary[primary["object_type"] == "refund"].drop_duplicates("_g").set_index(
-        "_g")["object_id"]
-    out.loc[is_refund, "object_id"] = out.loc[is_refund, "_g"].map(refund_ids)
-    out["created"] = out["success"] | ~out["failure"]
-    out["failed"] = out["failure"] & ~out["success"]
-    out.insert(0, by, values.take(out["_g"].to_numpy()).array)
-    return out.drop(columns=["success", "failure", "_g"])
+    is_refund_object = (events["object_type"] == "refund").fillna(False).to_numpy(dtype=bool)
+    refund_ids = first(events["object_id"], p[is_refund_object[p]])
+    refund_ids = refund_ids[is_refund].astype(object)
+    out.loc[is_refund, "object_id"] = refund_ids.where(refund_ids.notna(), np.nan)
+    out["created"] = succeeded | ~failed
+    out["failed"] = failed & ~succeeded
+    out.insert(0, by, values.take(groups).array)
+    return out.drop(columns=["_g"])
 
 
 def _event_requests(events: pd.DataFrame) -> pd.DataFrame:
@@ -216,12 +265,13 @@ def _event_requests(events: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _flows(events: pd.DataFrame, claimed: set[str]) -> pd.DataFrame:
+def _flows(events: pd.DataFrame, claimed: pd.Series) -> pd.DataFrame:
     """Effects named by events without a request id: one attempt per payment (its root), when
     the provider did not say the request (unknown initiator), or when the provider ran the flow
-    itself (automatic) and the agent's ids in its metadata tie it to a call."""
-    ev = events[events["request_id"].isna() & events["_root"].notna()
-                & ~isin(events["_root"], claimed)]
+    itself (automatic) and the agent's ids in its metadata tie it to a call. `claimed`: the
+    objects requests already made."""
+    ev = events[events["request_id"].isna() & events["_root"].notna()]
+    ev = ev[~isin(ev["_root"], claimed)]
     if ev.empty:
         return pd.DataFrame(columns=ATTEMPT_COLUMNS)
     # a refund is an effect of its own, never a part of the payment it refunds
@@ -310,7 +360,7 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     # is known not to be an attempt
     named = isin(merged["request_id"], events["request_id"].dropna()) if not events.empty \
         else pd.Series(False, index=merged.index)
-    keep = post & (evidenced | (~named & merged["path"].map(moves_money).astype(bool)))
+    keep = post & (evidenced | (~named & paths_move_money(merged["path"])))
     merged = merged[keep].copy()
     if not merged.empty:
         occ = merged["_occ"].fillna(0).astype(int)
@@ -320,11 +370,11 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
         merged["effect"] = _effects(merged, span)
         merged = _one_per_payment(merged)
 
-    claimed = set(merged["object_id"].dropna()) if not merged.empty else set()
+    claimed = merged["object_id"].dropna() if not merged.empty else pd.Series([], dtype=object)
     flows = _flows(events, claimed) if not events.empty else pd.DataFrame()
     parts = [d.reindex(columns=ATTEMPT_COLUMNS) for d in (merged, flows) if not d.empty]
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ATTEMPT_COLUMNS)
-    out = normalize(out).sort_values(["at", "attempt_id"], kind="stable", ignore_index=True)
+    out = sort_by_time_and_id(normalize(out))
     infer_replays(out)
     return out
 
@@ -365,12 +415,20 @@ def normalize(attempts: pd.DataFrame) -> pd.DataFrame:
 
 def _none_for_missing(col: pd.Series) -> pd.Series:
     """A text column as Python objects with None for every missing value (NaN, pd.NA); a
-    column that is that already is kept as it is (most are, and the pass costs little)."""
+    column with no missing value is kept as it is. The missing values are found and replaced
+    in C (`pd.isna`, one assignment): no Python loop over a column of Nones."""
     if col.dtype == object:
         values = col.to_numpy()
         missing = pd.isna(values)
-        if not missing.any() or all(v is None for v in values[missing]):
+        if not missing.any():
             return col
+        values = values.copy()
+        values[missing] = None
+        return pd.Series(values, index=col.index, dtype=object, name=col.name)
+    data = arrow_text(col)
+    if data is not None:  # Arrow gives Python objects with None for null in one pass
+        return pd.Series(text_objects(data), index=col.index, dtype=object,
+                         name=col.name)
     return col.astype(object).where(col.notna(), None)
 
 
@@ -402,10 +460,12 @@ def infer_replays(attempts: pd.DataFrame) -> None:
     if attempts.empty:
         return
     keyed = attempts["idempotency_key"].notna()
-    created_keys = set(attempts.loc[keyed & (attempts["effect"] == "created"),
-                                    "idempotency_key"])
-    replay = keyed & (attempts["effect"] == "unknown") & \
-        isin(attempts["idempotency_key"], created_keys)
+    unknown = keyed & (attempts["effect"] == "unknown")
+    if not unknown.any():
+        return
+    created_keys = attempts.loc[keyed & (attempts["effect"] == "created"), "idempotency_key"]
+    replay = unknown[unknown].index[isin(attempts.loc[unknown, "idempotency_key"],
+                                         created_keys).to_numpy()]
     attempts.loc[replay, "effect"] = "replayed"
     # A request with the key that created again was NOT deduplicated (key expired or not
     # honoured): it stays "created".
@@ -422,6 +482,12 @@ def _filled(values: pd.Series, other: pd.Series) -> pd.Series:
     return values.fillna(other.astype(values.dtype))
 
 
+# the timeline columns agent_attempts reads (a timeline has 38)
+_AGENT_READS = ["at_aligned", "at", "tool_call_id", "thread_id", "subject", "amount", "currency",
+                "worker", "request_id", "idempotency_key", "method", "path", "status",
+                "span_id", "parent_span_id", "trace_id", "resend_count", "proxy_attempt"]
+
+
 def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     """Without provider records, count executions on the agent's side, at the lowest level the
     spans show: each HTTP client POST that can move money, under the tool span (or tool call)
@@ -432,11 +498,10 @@ def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     the agent's context) count only when no tool span was exported at all: beside tool spans
     they would count the same execution twice. Times are on the reference clock."""
     kind = timeline["kind"]
-    tools = timeline[kind == Kind.TOOL_SPAN.value]
-    http = timeline[kind == Kind.HTTP_SPAN.value]
-    post = http[(http["method"].fillna("POST").astype(str).str.upper() == "POST")
-                & http["path"].map(moves_money).astype(bool)]
-    tool_ids = set(tools["span_id"].dropna())
+    tools = timeline.loc[kind == Kind.TOOL_SPAN.value, _AGENT_READS]
+    http = timeline.loc[kind == Kind.HTTP_SPAN.value, _AGENT_READS]
+    post = http[posts_moving_money(http)]
+    tool_ids = tools["span_id"].dropna()
     under_tool = isin(post["parent_span_id"], tool_ids) | post["tool_call_id"].notna()
     wire = post[under_tool] if len(tools) else post
     parent_tool = wire["parent_span_id"].where(isin(wire["parent_span_id"], tool_ids), None)
@@ -451,14 +516,15 @@ def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
         amount=_filled(wire["amount"], parent_tool.map(by_tool["amount"])),
         currency=_filled(wire["currency"], parent_tool.map(by_tool["currency"])),
         thread_id=_filled(wire["thread_id"], parent_tool.map(by_tool["thread_id"])))
-    covered = set(wire["parent_span_id"].dropna()) | set(wire["tool_call_id"].dropna())
+    covered = pd.concat([wire["parent_span_id"], wire["tool_call_id"]]).dropna()
     lone = tools[~isin(tools["span_id"], covered)
                  & ~(tools["tool_call_id"].notna() & isin(tools["tool_call_id"], covered))]
     tool_rows = lone.assign(attempt_id="span:" + lone["span_id"].astype(str),
                             tool_span_id=lone["span_id"], source="spans",
                             time_basis="tool_span", link="tool_span")
-    spanned = set(tools["tool_call_id"].dropna()) | set(wire["tool_call_id"].dropna())
-    calls = timeline[(kind == Kind.TOOL_CALL.value) & ~isin(timeline["tool_call_id"], spanned)]
+    spanned = pd.concat([tools["tool_call_id"], wire["tool_call_id"]]).dropna()
+    calls = timeline.loc[kind == Kind.TOOL_CALL.value, _AGENT_READS]
+    calls = calls[~isin(calls["tool_call_id"], spanned)]
     call_rows = calls.assign(attempt_id="call:" + calls["tool_call_id"].astype(str),
                              source="checkpoints", time_basis="checkpoint")
     cols = ["attempt_id", "at_aligned", "at", "tool_call_id", "thread_id", "subject", "amount",
@@ -482,7 +548,7 @@ def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     for col in ("resend_count", "proxy_attempt"):
         out[col] = whole_numbers(out[col])
     out = normalize(out.reindex(columns=[*ATTEMPT_COLUMNS, *AGENT_LINK_COLUMNS]))
-    return out.sort_values(["at", "attempt_id"], ignore_index=True)
+    return sort_by_time_and_id(out)
 
 
 def requests_named_by_spans(att: pd.DataFrame, http: pd.DataFrame, strong: pd.DataFrame,
@@ -490,11 +556,10 @@ def requests_named_by_spans(att: pd.DataFrame, http: pd.DataFrame, strong: pd.Da
     """Provider requests known only from the client span that captured their request id (an
     idempotent replay emits no event, and events are often the only export): attempts too,
     on the span's time, answered as the span says (replayed, refused or unknown)."""
-    if att.empty or "request_id" not in http:
+    if att.empty or http.empty or "request_id" not in http:
         return att, strong
     named = http[http["request_id"].notna() & ~isin(http["request_id"], att["request_id"])
-                 & (http["method"].fillna("POST").str.upper() == "POST")
-                 & http["path"].map(moves_money).astype(bool)].drop_duplicates("request_id")
+                 & posts_moving_money(http)].drop_duplicates("request_id")
     if named.empty:
         return att, strong
     status = pd.to_numeric(named["status"], errors="coerce")

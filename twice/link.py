@@ -31,7 +31,7 @@ from twice.matching import (
     stab,
     whole_seconds,
 )
-from twice.timeline import Kind, derived_key, isin
+from twice.timeline import Kind, derived_key, isin, positions, sort_by_time_and_id
 from twice.windows import HTTP_COLS, http_spans, provider_content, tool_windows
 
 __all__ = ["ClockOffset", "deliveries", "link", "link_agent_side", "trace_shape"]
@@ -73,8 +73,8 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
     att = attempts.copy()
     for col in ["http_span_id", "http_parent", "tool_span_id", "link", "worker", "trace_id"]:
         att[col] = pd.Series([None] * len(att), index=att.index, dtype=object)
-    att["resend_count"] = pd.Series([pd.NA] * len(att), index=att.index, dtype="Int64")
-    att["proxy_attempt"] = pd.Series([pd.NA] * len(att), index=att.index, dtype="Int64")
+    att["resend_count"] = _no_counts(att.index)
+    att["proxy_attempt"] = _no_counts(att.index)
     att["at_raw"] = att["at"]
     att["time_basis"] = "provider"
     metadata = att["thread_id"].notna() | att["tool_call_id"].notna()
@@ -119,7 +119,14 @@ def link(timeline: pd.DataFrame, attempts: pd.DataFrame, tolerance_s: float = 2.
     # every text column back to None for missing: the steps above copy values in from frames
     # that say pd.NA, and a comparison with pd.NA has no truth value
     att = normalize(att)
-    return att.sort_values(["at", "attempt_id"], ignore_index=True), aligned, offsets
+    return sort_by_time_and_id(att), aligned, offsets
+
+
+def _no_counts(index: pd.Index) -> pd.Series:
+    """An Int64 column of nothing but nulls (made without a Python list of pd.NA)."""
+    n = len(index)
+    return pd.Series(pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool)),
+                     index=index)
 
 
 def link_agent_side(timeline: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame,
@@ -136,18 +143,13 @@ def link_agent_side(timeline: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame,
     att["at"] = pd.to_datetime(att["at"], utc=True)
     _fill_threads(att, aligned)
     att = normalize(att)
-    return att.sort_values(["at", "attempt_id"], ignore_index=True), aligned, offsets
+    return sort_by_time_and_id(att), aligned, offsets
 
 
 def _span_positions(http: pd.DataFrame, span_ids: pd.Series) -> np.ndarray:
     """Each id's row in `http` (its first, if a span shows twice; -1: none), found by position:
     label lookups on a text index of 100,000 ids cost far more."""
-    ids = http["span_id"].astype(object).to_numpy()
-    first = np.flatnonzero(~pd.Series(ids).duplicated().to_numpy())
-    where = pd.Index(ids[first]).get_indexer(span_ids.astype(object).to_numpy())
-    out = np.full(len(where), -1, dtype=np.intp)
-    out[where >= 0] = first[where[where >= 0]]
-    return out
+    return positions(http["span_id"], span_ids)
 
 
 def _span_rows(http: pd.DataFrame, span_ids: pd.Series) -> pd.DataFrame:
@@ -253,8 +255,7 @@ def _link_http_windows(att: pd.DataFrame, http: pd.DataFrame, tol_ns: int,
     post = http[http["method"].fillna("POST").str.upper() == "POST"]
     windows = post[[c for c in HTTP_COLS if c != "end"] + ["path"]].assign(
         start=ns(post["at"]), end=ns(post["end"].fillna(post["at"]))).reset_index(drop=True)
-    taken = set(att["http_span_id"].dropna())
-    windows = windows[~isin(windows["span_id"], taken)]
+    windows = windows[~isin(windows["span_id"], att["http_span_id"].dropna())]
     pairs = _candidates(att, need, windows.reset_index(drop=True), tol_ns, res_ns,
                         on=(*CONTENT, "path"))
     if pairs.empty:
@@ -360,7 +361,7 @@ def _link_derived_keys(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
     att["key_derived"] = False
     keys = att["idempotency_key"]
     # only a key of 32 hex digits can be a derived one: without any, no hashing at all
-    candidate = keys.map(lambda k: isinstance(k, str) and len(k) == 32).astype(bool)
+    candidate = pd.Series(_length_32(keys.to_numpy(dtype=object)), index=keys.index)
     if not candidate.any():
         return
     pairs = timeline.loc[timeline["tool_call_id"].notna() & timeline["thread_id"].notna(),
@@ -379,6 +380,21 @@ def _link_derived_keys(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
     att.loc[unnamed, "thread_id"] = [hit[i][0] for i in unnamed]
     att.loc[unnamed, "link"] = [how if isinstance(how, str) else "derived_key"
                                 for how in att.loc[unnamed, "link"]]
+
+
+def _length_32(keys: np.ndarray) -> np.ndarray:
+    """Which keys are text 32 characters long (counted by Arrow when every key is text or
+    None, by Python otherwise)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        lengths = pc.utf8_length(pa.array(keys, type=pa.large_string()))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError):
+        return np.fromiter((isinstance(k, str) and len(k) == 32 for k in keys), dtype=bool,
+                           count=len(keys))
+    return np.asarray(pc.equal(lengths, 32).fill_null(False).to_numpy(zero_copy_only=False),
+                      dtype=bool)
 
 
 def _link_tool_windows(att: pd.DataFrame, aligned: pd.DataFrame, tol_ns: int,
@@ -514,7 +530,7 @@ def deliveries(att: pd.DataFrame, timeline: pd.DataFrame) -> None:
     attempt's tool or HTTP span on the same worker: a consumer span lasts as long as the work
     it started for that message. Taken only when exactly one such span holds it (a worker
     running several messages at once leaves it open)."""
-    att["delivery_count"] = pd.Series([pd.NA] * len(att), index=att.index, dtype="Int64")
+    att["delivery_count"] = _no_counts(att.index)
     att["delivery_span"] = None
     kind = timeline["kind"]
     receives = timeline.loc[(kind == Kind.QUEUE_RECEIVE.value) & timeline["end"].notna()

@@ -327,7 +327,40 @@ def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     if not parts:
         return empty_timeline()
     out = pd.concat(parts, ignore_index=True)
-    return out.sort_values("at", kind="stable", ignore_index=True)
+    if out["at"].is_monotonic_increasing:  # one source written in time order: nothing to move
+        return out
+    order = np.argsort(out["at"].to_numpy(dtype="datetime64[ns]").view(np.int64), kind="stable")
+    if out["at"].isna().any():  # (never: every row has a time) NaT last, as pandas sorts it
+        return out.sort_values("at", kind="stable", ignore_index=True)
+    # a column a source leaves empty stays empty in any order: only the others are moved
+    return pd.DataFrame({name: col if col.isna().all() else
+                         pd.Series(col.array.take(order), name=name)
+                         for name, col in out.items()})
+
+
+def sort_by_time_and_id(frame: pd.DataFrame, at: str = "at", ids: str = "attempt_id"
+                        ) -> pd.DataFrame:
+    """`frame.sort_values([at, ids], kind="stable", ignore_index=True)`, sorted by Arrow: pandas
+    would factorize every id to sort on text (seconds for a month of attempts). Arrow compares
+    text as UTF-8 bytes, which orders as Python orders code points."""
+    times = frame[at]
+    if len(frame) > 1 and isinstance(times.dtype, pd.DatetimeTZDtype) and times.notna().all():
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        names = frame[ids].to_numpy(dtype=object)
+        try:
+            table = pa.table({
+                "at": pa.array(times.to_numpy(dtype="datetime64[ns]").view(np.int64)),
+                "id": pa.array(names, type=pa.large_string())})
+        except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError):
+            pass  # an id that is no text (or no valid UTF-8): pandas compares it
+        else:
+            if table.column("id").null_count == 0:
+                order = pc.sort_indices(table, sort_keys=[("at", "ascending"),
+                                                          ("id", "ascending")])
+                return frame.take(order.to_numpy()).reset_index(drop=True)
+    return frame.sort_values([at, ids], kind="stable", ignore_index=True)
 
 
 def canonical_json(value: Any) -> str:
@@ -360,7 +393,12 @@ def fingerprint(value: Any) -> str:
 def isin(column: pd.Series, values: Iterable[Any]) -> pd.Series:
     """`column.isin(values)`, with pandas' meaning (a missing value matches a missing value among
     `values`), in time linear in both: pandas' arrow-backed text columns turn every one of
-    `values` into an arrow scalar in Python first, which costs seconds for 100,000 ids."""
+    `values` into an arrow scalar in Python first, which costs seconds for 100,000 ids. An
+    arrow-backed text column is looked up in Arrow's own hash table (`pyarrow.compute.is_in`):
+    no id becomes a Python object."""
+    found = _arrow_isin(column, values)
+    if found is not None:
+        return pd.Series(found, index=column.index)
     vals = pd.Series(values if isinstance(values, pd.Series | pd.Index) else list(values),
                      dtype=object)
     missing = vals.isna()
@@ -368,6 +406,79 @@ def isin(column: pd.Series, values: Iterable[Any]) -> pd.Series:
     if missing.any():
         out |= column.isna()
     return out.astype(bool)
+
+
+def positions(haystack: pd.Series, needles: pd.Series) -> np.ndarray:
+    """For each of `needles`, the position in `haystack` of its first equal value (-1: none; a
+    missing needle finds the first missing value). Arrow-backed text is looked up in Arrow's
+    hash table (`pyarrow.compute.index_in`), other values through an index of the first
+    occurrences."""
+    hay = arrow_text(haystack)
+    if hay is not None and len(needles):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        wanted = arrow_text(needles)
+        try:
+            if wanted is None:
+                wanted = pa.array(needles.to_numpy(dtype=object), type=hay.type, from_pandas=True)
+            elif wanted.type != hay.type:
+                wanted = wanted.cast(hay.type)
+            hay_array = hay.combine_chunks() if isinstance(hay, pa.ChunkedArray) else hay
+            found = pc.index_in(wanted, value_set=hay_array, skip_nulls=False)
+            return np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False),
+                              dtype=np.intp)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError):
+            pass  # a value that is no text: pandas compares it below
+    values = haystack.astype(object).to_numpy()
+    first = np.flatnonzero(~pd.Series(values).duplicated().to_numpy())
+    where = pd.Index(values[first]).get_indexer(needles.astype(object).to_numpy())
+    out = np.full(len(where), -1, dtype=np.intp)
+    out[where >= 0] = first[where[where >= 0]]
+    return out
+
+
+def arrow_text(values: Any) -> Any | None:
+    """The Arrow array behind an arrow-backed text Series, Index or array (None otherwise)."""
+    array = values.array if isinstance(values, pd.Series | pd.Index) else values
+    data = getattr(array, "_pa_array", None)
+    if data is None or not isinstance(getattr(array, "dtype", None), pd.StringDtype):
+        return None
+    return data
+
+
+def text_objects(data: Any) -> np.ndarray:
+    """An Arrow text array as a numpy array of Python str, None for null."""
+    import pyarrow as pa
+
+    if isinstance(data, pa.ChunkedArray):
+        return data.to_numpy()  # (takes no zero_copy_only before pyarrow 16; never zero-copy)
+    return data.to_numpy(zero_copy_only=False)
+
+
+def _arrow_isin(column: pd.Series, values: Iterable[Any]) -> np.ndarray | None:
+    data = arrow_text(column)
+    if data is None:
+        return None
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    wanted = arrow_text(values)
+    if wanted is None:
+        items = values.tolist() if isinstance(values, pd.Series | pd.Index | np.ndarray) \
+            else list(values)
+        if not all(v is None or isinstance(v, str) for v in items):
+            return None  # pd.NA, NaN or a non-text value: pandas decides what they mean
+        try:
+            wanted = pa.array(items, type=data.type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError):
+            return None
+    elif wanted.type != data.type:
+        wanted = wanted.cast(data.type)
+    if isinstance(wanted, pa.ChunkedArray):
+        wanted = wanted.combine_chunks()
+    found = pc.is_in(data, value_set=wanted, skip_nulls=False).fill_null(False)
+    return np.asarray(found.to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def derived_key(thread_id: str, tool_call_id: str) -> str:

@@ -124,6 +124,33 @@ def test_a_file_with_a_nul_byte_is_left_to_the_python_path(tmp_path: Path) -> No
     ("numeric metadata", [_event(0), _event(1, data={"object": {"id": "pi_1", "metadata": {
         "n": 1}}})], b""),
     ("one event", [_event(0)], b""),
+    # DuckDB reads text fields as VARCHAR, which writes a number, a boolean or an object as
+    # text too: a value that may have been one is the Python path's to read
+    ("numeric id", [_event(0), _event(1, id=123)], b""),
+    ("boolean type", [_event(0), _event(1, type=True)], b""),
+    ("numeric type", [_event(0), _event(1, type=5)], b""),
+    ("text created", [_event(0), _event(1, created="1717424401")], b""),
+    ("numeric request id", [_event(0), _event(1, request={"id": 5, "idempotency_key": "k"})],
+     b""),
+    ("object key", [_event(0), _event(1, request={"id": "req_1", "idempotency_key": {}})],
+     b""),
+    ("numeric currency", [_event(0), _event(1, data={"object": {"id": "pi_1", "currency": 8}})],
+     b""),
+    ("float amount text", [_event(0), _event(1, data={"object": {"id": "pi_1",
+                                                                 "amount": 1e5}})], b""),
+    ("boolean amount", [_event(0), _event(1, data={"object": {"id": "pi_1", "amount": True}})],
+     b""),
+    ("numeric status", [_event(0), _event(1, data={"object": {"id": "pi_1", "status": 3}})],
+     b""),
+    ("numeric description", [_event(0), _event(1, data={"object": {"id": "pi_1",
+                                                                    "description": 7}})], b""),
+    ("numeric cancellation", [_event(0), _event(1, data={"object": {
+        "id": "pi_1", "cancellation_reason": 4}})], b""),
+    ("list failure message", [_event(0), _event(1, data={"object": {
+        "id": "ch_1", "failure_message": ["x"]}})], b""),
+    ("text parent", [_event(0), _event(1, data={"object": {"id": "in_1", "object": "invoice",
+                                                           "parent": "sub_1"}})], b""),
+    ("a record that is a list", [["x", "\x80"], _event(0), _event(1)], b""),
 ])
 def test_anything_unusual_is_left_to_the_python_path(tmp_path: Path, why: str,
                                                      events: list[Any], tail: bytes) -> None:
@@ -134,6 +161,21 @@ def test_anything_unusual_is_left_to_the_python_path(tmp_path: Path, why: str,
     slow = _python_path(path)
     assert result.rows.equals(slow.rows)
     assert result.warnings == slow.warnings
+
+
+def test_values_both_paths_read_alike_stay_on_the_fast_path(tmp_path: Path) -> None:
+    """An amount written as a digit string, a livemode that is no boolean and metadata that is
+    text read the same on both paths (a whole number; no mode; no metadata), so DuckDB keeps
+    them."""
+    path = _write(tmp_path / "events.jsonl", [
+        _event(0), _event(1, livemode="true"),
+        _event(3, data={"object": {"id": "pi_3", "metadata": '{"thread_id": "th_1"}'}}),
+        _event(2, data={"object": {"id": "pi_2", "object": "payment_intent", "amount": "4900",
+                                   "currency": "usd", "customer": "cus_1"}})])
+    fast = stripe_events_duckdb.load(path, str(path), min_bytes=0)
+    assert fast is not None
+    _same(fast, _python_path(path))
+    assert fast.rows["amount"].iloc[-1] == 4900
 
 
 def test_a_byte_order_mark_is_left_to_the_python_path(tmp_path: Path) -> None:

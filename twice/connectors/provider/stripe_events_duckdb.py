@@ -34,113 +34,134 @@ _WS_CODES = (
     0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200a, 0x2028, 0x2029,
     0x202f, 0x205f, 0x3000,
 )
-_WS = "".join(f"\\x{{{c:x}}}" for c in _WS_CODES)
-_UNTRIMMED = f"^[{_WS}]|[{_WS}]$"
 
 _SQL = r"""
-CREATE TEMP MACRO txt(j) AS CASE WHEN json_type(j) = 'VARCHAR' THEN j ->> '$' END;
-CREATE TEMP MACRO bad_txt(j) AS NOT (j IS NULL OR json_type(j) = 'NULL'
-    OR (json_type(j) = 'VARCHAR' AND (j ->> '$') <> '' AND NOT regexp_matches(j ->> '$', '{ws}')));
--- an expandable reference: an id string or an expanded object with an id
--- (json_extract, not `->`: inside a macro an arrow reads as a lambda)
-CREATE TEMP MACRO ref(j) AS CASE json_type(j) WHEN 'VARCHAR' THEN j ->> '$'
-    WHEN 'OBJECT' THEN txt(json_extract(j, '$.id')) END;
-CREATE TEMP MACRO bad_ref(j) AS CASE json_type(j) WHEN 'OBJECT'
-    THEN bad_txt(json_extract(j, '$.id')) ELSE bad_txt(j) END
-    OR coalesce(contains(ref(j), ','), FALSE);
+-- a text value read as VARCHAR: DuckDB writes a number, a boolean, an object or an array read
+-- into a VARCHAR column as text too, so a value that could have been one of those is unusual
+-- (the Python path would not read it as this text): the words true/false, anything starting
+-- with { or [, anything spelled like a number (the regular expression only where it could be)
+CREATE TEMP MACRO maybe_not_text(v) AS CASE WHEN v IS NULL THEN FALSE
+    WHEN left(v, 1) IN ('-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9')
+    THEN regexp_full_match(v, '-?[0-9][0-9.eE+-]*')
+    ELSE v IN ('true', 'false') OR left(v, 1) IN ('{', '[') END;
+CREATE TEMP MACRO untrimmed(v) AS contains('{ws}', left(v, 1)) OR contains('{ws}', right(v, 1));
+-- unusual unless null, or a non-empty text without whitespace at either end
+CREATE TEMP MACRO bad_txt(v) AS CASE WHEN v IS NULL THEN FALSE WHEN v = '' THEN TRUE
+    ELSE maybe_not_text(v) OR untrimmed(v) END;
+-- an expandable reference (a JSON leaf: an id string or an expanded object with an id), by
+-- its id leaf: json_extract, not `->` (inside a macro an arrow reads as a lambda)
+CREATE TEMP MACRO id_leaf(j) AS CASE json_type(j) WHEN 'OBJECT' THEN json_extract(j, '$.id')
+    ELSE j END;
 WITH ev AS (
-  SELECT row_number() OVER () AS line, object, id, type, created, livemode,
-         request.id AS request_id, request.idempotency_key AS request_key, request AS req,
-         data.object AS obj
+  -- text fields typed as VARCHAR (read without building JSON values); fields whose JSON type
+  -- decides what they mean (a time, a flag, an object or an id) kept as JSON leaves
+  SELECT object, id, type, created, livemode,
+         request.id AS request_id, request.idempotency_key AS request_key,
+         request IS NULL AS no_request, data.object AS obj
   FROM read_json($path, format = 'newline_delimited', maximum_object_size = 268435456,
-                 columns = {object: 'JSON', id: 'JSON', type: 'JSON', created: 'JSON',
-                            livemode: 'JSON', request: 'STRUCT(id JSON, idempotency_key JSON)',
-                            data: 'STRUCT(object STRUCT(id JSON, object JSON, customer JSON,
-                              amount JSON, currency JSON, status JSON, last_payment_error JSON,
-                              metadata JSON, cancellation_reason JSON, failure_message JSON,
-                              failure_reason JSON, description JSON, payment_intent JSON,
-                              invoice JSON, subscription JSON, parent JSON, payment JSON))'})
+                 columns = {object: 'VARCHAR', id: 'VARCHAR', type: 'VARCHAR', created: 'JSON',
+                            livemode: 'JSON',
+                            request: 'STRUCT(id VARCHAR, idempotency_key VARCHAR)',
+                            data: 'STRUCT(object STRUCT(id VARCHAR, object VARCHAR,
+                              customer JSON, amount VARCHAR, currency VARCHAR, status VARCHAR,
+                              last_payment_error JSON, metadata JSON,
+                              cancellation_reason VARCHAR, failure_message VARCHAR,
+                              failure_reason VARCHAR, description VARCHAR, payment_intent JSON,
+                              invoice JSON, subscription JSON,
+                              parent STRUCT(subscription_details STRUCT(subscription JSON)),
+                              payment STRUCT(payment_intent JSON, charge JSON)))'})
 ), cols AS (
-  SELECT line, object, id, type, created, livemode, req, request_id, request_key, obj,
-         obj.id AS obj_id, obj.object AS obj_object, obj.customer AS customer,
+  SELECT object, id, type, created, json_type(created) AS created_type, livemode, no_request,
+         request_id, request_key, obj IS NULL AS no_obj,
+         obj.id AS obj_id, obj.object AS obj_object,
          obj.amount AS amount, obj.currency AS obj_currency, obj.status AS status,
-         obj.last_payment_error AS lpe, obj.metadata AS metadata,
-         obj.cancellation_reason AS cancel, obj.failure_message AS failure_message,
-         obj.failure_reason AS failure_reason, obj.description AS description,
-         obj.payment_intent AS ref_pi, obj.invoice AS ref_invoice,
-         obj.subscription AS ref_sub,
-         json_extract(obj.parent, '$.subscription_details.subscription') AS ref_parent_sub,
-         json_extract(obj.payment, '$.payment_intent') AS ref_pay_pi,
-         json_extract(obj.payment, '$.charge') AS ref_pay_ch
+         obj.last_payment_error AS lpe, json_type(obj.last_payment_error) AS lpe_type,
+         obj.metadata AS metadata, obj.cancellation_reason AS cancel,
+         obj.failure_message AS failure_message, obj.failure_reason AS failure_reason,
+         obj.description AS description,
+         {leaves}
   FROM ev
+), texts AS (
+  SELECT *, {leaf_texts}
+  FROM cols
 ), refs AS (
   -- `stripe_events.belongs_to`: the references each object type is part of, in its order
-  SELECT *, CASE txt(obj_object)
-      WHEN 'charge' THEN [ref(ref_pi), ref(ref_invoice)]
-      WHEN 'payment_intent' THEN [ref(ref_invoice)]
-      WHEN 'invoice' THEN [ref(ref_sub), ref(ref_parent_sub)]
-      WHEN 'invoice_payment' THEN [ref(ref_invoice), ref(ref_pay_pi), ref(ref_pay_ch)]
-      ELSE [] END AS parents
-  FROM cols
+  SELECT *, CASE obj_object
+      WHEN 'charge' THEN [pi_ref, invoice_ref]
+      WHEN 'payment_intent' THEN [invoice_ref]
+      WHEN 'invoice' THEN [sub_ref, parent_sub_ref]
+      WHEN 'invoice_payment' THEN [invoice_ref, pay_pi_ref, pay_ch_ref]
+      ELSE [] END AS parents,
+    CASE WHEN lpe_type = 'OBJECT' AND json_type(json_extract(lpe, '$.message')) = 'VARCHAR'
+         THEN json_extract_string(lpe, '$.message') END AS lpe_message
+  FROM texts
 )
 SELECT
   TRY_CAST(created ->> '$' AS BIGINT) * 1000000000 AS at,
-  txt(id) AS event_id, txt(type) AS event_type,
-  txt(request_id) AS request_id,
-  txt(request_key) AS idempotency_key,
-  txt(obj_id) AS object_id, txt(obj_object) AS object_type,
-  CASE WHEN txt(obj_object) = 'customer' THEN txt(obj_id)
-       WHEN json_type(customer) = 'OBJECT' THEN txt(customer -> '$.id')
-       ELSE txt(customer) END AS subject,
-  TRY_CAST(amount ->> '$' AS BIGINT) AS amount,
-  txt(obj_currency) AS currency,
+  id AS event_id, type AS event_type, request_id, request_key AS idempotency_key,
+  obj_id AS object_id, obj_object AS object_type,
+  CASE WHEN obj_object = 'customer' THEN obj_id ELSE customer_ref END AS subject,
+  TRY_CAST(amount AS BIGINT) AS amount,
+  obj_currency AS currency,
   CASE
-    WHEN coalesce(txt(obj_object), '') NOT IN ('charge', 'payment_intent', 'refund')
-      THEN CASE WHEN ends_with(txt(type), 'failed') THEN 'error' END
-    WHEN txt(obj_object) = 'payment_intent' AND txt(status) = 'requires_payment_method'
-      THEN CASE WHEN json_type(lpe) = 'OBJECT' AND CAST(lpe AS VARCHAR) <> '{}'
+    WHEN coalesce(obj_object, '') NOT IN ('charge', 'payment_intent', 'refund')
+      THEN CASE WHEN ends_with(type, 'failed') THEN 'error' END
+    WHEN obj_object = 'payment_intent' AND status = 'requires_payment_method'
+      THEN CASE WHEN lpe_type = 'OBJECT' AND CAST(lpe AS VARCHAR) <> '{}'
                 THEN 'error' ELSE 'unknown' END
-    WHEN txt(status) IN ('succeeded', 'requires_capture') THEN 'ok'
-    WHEN txt(status) IN ('failed', 'canceled') THEN 'error'
-    WHEN txt(status) IS NOT NULL THEN 'unknown'
+    WHEN status IN ('succeeded', 'requires_capture') THEN 'ok'
+    WHEN status IN ('failed', 'canceled') THEN 'error'
+    WHEN status IS NOT NULL THEN 'unknown'
   END AS outcome,
-  CASE WHEN coalesce(txt(failure_message), txt(lpe -> '$.message'),
-                     txt(failure_reason), txt(cancel),
-                     txt(description)) IS NOT NULL
-       THEN [txt(failure_message), txt(lpe -> '$.message'),
-             txt(failure_reason),
-             CASE WHEN txt(cancel) <> '' THEN 'canceled: ' || txt(cancel) END,
-             txt(description)] END AS detail_candidates,
+  CASE WHEN coalesce(failure_message, lpe_message, failure_reason, cancel,
+                     description) IS NOT NULL
+       THEN [failure_message, lpe_message, failure_reason,
+             CASE WHEN cancel <> '' THEN 'canceled: ' || cancel END,
+             description] END AS detail_candidates,
   CASE WHEN json_type(metadata) = 'OBJECT' AND CAST(metadata AS VARCHAR) <> '{}'
        THEN CAST(metadata AS VARCHAR) END AS metadata,
   CASE json_type(livemode) WHEN 'BOOLEAN' THEN CAST(livemode AS BOOLEAN) END AS livemode,
   nullif(array_to_string(parents, ','), '') AS belongs_to,
-  CASE WHEN txt(request_id) IS NOT NULL THEN 'api' ELSE 'automatic' END AS initiator,
+  CASE WHEN request_id IS NOT NULL THEN 'api' ELSE 'automatic' END AS initiator,
   -- unknown (NULL) counts as unusual: only rows every check clears are read here
-  coalesce(txt(object) IS DISTINCT FROM 'event'
-   OR txt(id) IS NULL OR bad_txt(id) OR json_type(type) IS DISTINCT FROM 'VARCHAR'
-   OR json_type(created) NOT IN ('BIGINT', 'UBIGINT')
+  coalesce(object IS DISTINCT FROM 'event'
+   OR id IS NULL OR bad_txt(id) OR type IS NULL OR maybe_not_text(type)
+   OR created_type NOT IN ('BIGINT', 'UBIGINT')
    OR TRY_CAST(created ->> '$' AS BIGINT) NOT BETWEEN $earliest AND $latest
-   OR req IS NULL
+   OR no_request
    OR bad_txt(request_id) OR bad_txt(request_key)
-   OR obj IS NULL
+   OR no_obj
    OR bad_txt(obj_id) OR bad_txt(obj_object) OR bad_txt(obj_currency)
-   OR (json_type(customer) = 'OBJECT' AND bad_txt(customer -> '$.id'))
-   OR (json_type(customer) IS DISTINCT FROM 'OBJECT' AND bad_txt(customer))
-   OR NOT (amount IS NULL OR json_type(amount) = 'NULL'
-           OR (json_type(amount) IN ('BIGINT', 'UBIGINT')
-               AND TRY_CAST(amount ->> '$' AS BIGINT) IS NOT NULL))
-   OR NOT (lpe IS NULL OR json_type(lpe) IN ('NULL', 'OBJECT'))
-   OR NOT (cancel IS NULL OR json_type(cancel) IN ('NULL', 'VARCHAR'))
-   OR bad_ref(ref_pi) OR bad_ref(ref_invoice) OR bad_ref(ref_sub) OR bad_ref(ref_parent_sub)
-   OR bad_ref(ref_pay_pi) OR bad_ref(ref_pay_ch)
+   -- an amount the Python path reads as this integer: ASCII digits within 64 bits
+   OR NOT (amount IS NULL OR (regexp_full_match(amount, '-?[0-9]+')
+                              AND TRY_CAST(amount AS BIGINT) IS NOT NULL))
+   OR NOT (lpe IS NULL OR lpe_type IN ('NULL', 'OBJECT'))
+   OR maybe_not_text(status) OR maybe_not_text(cancel) OR maybe_not_text(failure_message)
+   OR maybe_not_text(failure_reason) OR maybe_not_text(description)
+   OR {bad_refs}
    -- the same id twice among one object's references: the Python path names it once
    OR len(list_distinct(parents)) <> list_aggregate(parents, 'count'), TRUE
   ) AS unusual
 FROM refs
-ORDER BY line
 """
-_MACROS, _QUERY = _SQL.replace("{ws}", _UNTRIMMED.replace("'", "''")).split("WITH ev AS", 1)
+# the expandable references: the customer, and what an object is part of
+_REFS = {"customer": "obj.customer", "pi": "obj.payment_intent", "invoice": "obj.invoice",
+         "sub": "obj.subscription", "parent_sub": "obj.parent.subscription_details.subscription",
+         "pay_pi": "obj.payment.payment_intent", "pay_ch": "obj.payment.charge"}
+_SQL = _SQL.replace("{leaves}", ",\n         ".join(
+    f"id_leaf({expr}) AS {name}_leaf" for name, expr in _REFS.items()))
+# each reference's id as text (`_ref`), and whether it is unusual (`_bad`): not a non-empty
+# trimmed text, or (among the parents) holding a comma; its JSON type read once
+_SQL = _SQL.replace("{leaf_texts}", ",\n         ".join(
+    f"CASE WHEN json_type({n}_leaf) = 'VARCHAR' THEN {n}_leaf ->> '$' END AS {n}_ref, "
+    f"coalesce({n}_leaf IS NOT NULL AND json_type({n}_leaf) <> 'NULL' "
+    f"AND (json_type({n}_leaf) <> 'VARCHAR' OR ({n}_leaf ->> '$') = '' "
+    f"OR untrimmed({n}_leaf ->> '$')), FALSE) AS {n}_bad" for n in _REFS))
+_SQL = _SQL.replace("{bad_refs}", " OR ".join(
+    f"{n}_bad" if n == "customer" else f"{n}_bad OR coalesce(contains({n}_ref, ','), FALSE)"
+    for n in _REFS))
+_MACROS, _QUERY = _SQL.replace("{ws}", "".join(map(chr, _WS_CODES)).replace("'", "''")).split(
+    "WITH ev AS", 1)
 _QUERY = "WITH ev AS" + _QUERY
 
 _TEXT = ("event_id", "event_type", "request_id", "idempotency_key", "object_id", "object_type",
@@ -159,7 +180,7 @@ def load(path: Path, origin: str, min_bytes: int = MIN_BYTES) -> LoadResult | No
         columns = _columns(table, str(path))
         if columns is None:
             return None
-        columns.update(source=[se.name] * n, kind=[Kind.PROVIDER_EVENT.value] * n)
+        columns.update(source=_repeat(se.name, n), kind=_repeat(Kind.PROVIDER_EVENT.value, n))
         rows = from_columns(columns, n)
     except (ValueError, TypeError, OverflowError, UnicodeError):
         return None  # a value DuckDB took that Python would not: the Python path decides
@@ -170,6 +191,12 @@ def load(path: Path, origin: str, min_bytes: int = MIN_BYTES) -> LoadResult | No
             origin, f"file mixes live-mode ({modes[True]}) and test-mode ({modes[False]}) "
             "events; kept all"))
     return LoadResult(source=se.name, rows=rows, warnings=warnings)
+
+
+def _repeat(text: str, n: int) -> Any:
+    import pyarrow as pa
+
+    return pa.repeat(pa.scalar(text, pa.large_string()), n)
 
 
 def _read(path: Path, earliest_s: float, latest_s: float, min_bytes: int) -> Any | None:
@@ -191,8 +218,10 @@ def _read(path: Path, earliest_s: float, latest_s: float, min_bytes: int) -> Any
         # `to_arrow_table` in DuckDB 2, `arrow` before it
         table = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
         con.close()
-    except duckdb.Error:
-        return None  # a line DuckDB cannot read: the Python path says which, line by line
+    except (duckdb.Error, UnicodeError):
+        # a line DuckDB cannot read (or hands back as invalid UTF-8): the Python path says
+        # which, line by line
+        return None
     if table.num_rows < 2 or table.num_rows != lines:
         return None  # one document, or blank lines (DuckDB skips them: rows are not lines)
     import pyarrow.compute as pc
@@ -224,33 +253,45 @@ def _lines(path: Path) -> int:
         while chunk := fh.read(1 << 24):
             count += chunk.count(b"\n")
             seam = tail + chunk  # a token cut between two chunks
-            if any(token in seam for token in _REFUSED):
+            # (an escaped surrogate is looked for only where an escape is)
+            if any(token in seam for token in _REFUSED[2:]) or (
+                    b"\\u" in seam and any(token in seam for token in _REFUSED[:2])):
                 return -1
             tail = chunk[-8:]
     return count + (tail[-1:] not in (b"\n", b""))
 
 
 def _columns(table: Any, name: str) -> dict[str, Any] | None:
-    """Timeline columns (`from_columns` input) from the query's table; None when a metadata
-    value is not text (the Python path would see the original number, not DuckDB's)."""
+    """Timeline columns (`from_columns` input) from the query's table, as Arrow arrays where
+    they can stay Arrow; None when a metadata value is not text (the Python path would see the
+    original number, not DuckDB's). Python touches only the rows with metadata or a detail."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     n = table.num_rows
     cols: dict[str, Any] = {c: table.column(c) for c in _TEXT if c != "currency"}
     cols["at"] = table.column("at").to_numpy()
     cols["amount"] = table.column("amount")
-    currency = table.column("currency").to_pylist()
-    lower = {c: c.lower() for c in set(currency) if c is not None}
-    cols["currency"] = [None if c is None else lower[c] for c in currency]
-    cols["origin"] = [f"{name}:{i}" for i in range(1, n + 1)]
+    # lower case as Python lowers it, once per distinct currency
+    currency = pc.dictionary_encode(table.column("currency")).combine_chunks()
+    lower = pa.array([c.lower() for c in currency.dictionary.to_pylist()], pa.large_string())
+    cols["currency"] = lower.take(currency.indices)
+    cols["origin"] = pc.binary_join_element_wise(
+        pa.scalar(f"{name}:", pa.large_string()),
+        pc.cast(pa.array(np.arange(1, n + 1)), pa.large_string()),
+        pa.scalar("", pa.large_string()))
     cols["key_recorded"] = np.ones(n, dtype=np.int64)  # every line's `request` is an object
-    cols["detail"] = [None if c is None else _first_detail(c, short)
-                      for c in table.column("detail_candidates").to_pylist()]
+    detail: list[str | None] = [None] * n
+    candidates = table.column("detail_candidates")
+    for i in np.flatnonzero(candidates.is_valid().to_numpy(zero_copy_only=False)):
+        detail[i] = _first_detail(candidates[int(i)].as_py(), short)
+    cols["detail"] = detail
     args: list[str | None] = [None] * n
     threads: list[str | None] = [None] * n
     calls: list[str | None] = [None] * n
-    for i, text in enumerate(table.column("metadata").to_pylist()):
-        if text is None:
-            continue
-        meta = loads(text)
+    metadata = table.column("metadata")
+    for i in np.flatnonzero(metadata.is_valid().to_numpy(zero_copy_only=False)):
+        meta = loads(metadata[int(i)].as_py())
         if not all(isinstance(v, str) for v in meta.values()):
             return None
         args[i] = canonical_json(meta)
