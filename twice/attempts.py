@@ -127,8 +127,9 @@ def payment_roots(events: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
                    if t in ("charge", "payment_intent", "invoice_payment")]
     joins = events["belongs_to"].notna().to_numpy() & np.isin(tcodes, child_types) & present
     child = codes[joins]
-    parents = events["belongs_to"].to_numpy(dtype=object)[joins]
-    several = np.fromiter((p.find(",") >= 0 for p in parents), dtype=bool, count=len(parents))
+    named = events["belongs_to"][joins]
+    parents = named.to_numpy(dtype=object)
+    several = named.str.contains(",", regex=False).to_numpy(dtype=bool)
     if several.any():  # one id per pair: those naming several parents after the others
         split = [p.split(",") for p in parents[several]]
         child = np.concatenate([child[~several],
@@ -137,14 +138,15 @@ def payment_roots(events: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
                                   np.array([x for p in split for x in p], dtype=object)])
     # the parents' ids as codes: one already seen keeps its code, the others come after, in
     # the order they are first named
-    parent = positions(pd.Series(seen), pd.Series(parents, dtype=object))
+    parent = positions(pd.Series(seen), named if not several.any() else
+                       pd.Series(parents, dtype=object))
     unseen = parent < 0
     new_codes, new_names = pd.factorize(parents[unseen])
     parent[unseen] = n_seen + new_codes
     names = np.concatenate([np.asarray(seen, dtype=object), np.asarray(new_names, dtype=object)])
-    edges = np.unique(np.column_stack([child, parent]).astype(np.int64), axis=0) if len(child) \
-        else np.empty((0, 2), dtype=np.int64)
-    child, parent = edges[:, 0].astype(np.intp), edges[:, 1].astype(np.intp)
+    # each (child, parent) pair once, as one integer
+    pairs = np.unique(child.astype(np.int64) * len(names) + parent)
+    child, parent = (pairs // len(names)).astype(np.intp), (pairs % len(names)).astype(np.intp)
     subscription = [i for i, t in enumerate(type_names) if t == "subscription"]
     is_seen = parent < n_seen
     keep = ~(is_seen & np.isin(obj_type[np.where(is_seen, parent, 0)], subscription))
@@ -341,6 +343,7 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
             merged[col] = ours.where(ours.notna(), theirs)
         else:
             merged[col] = theirs.where(theirs.notna(), ours)
+    merged = merged.drop(columns=[c for c in merged.columns if c.endswith("_ev")])
     evidenced = merged["_evidenced"].astype("boolean").fillna(False).astype(bool)
     for col in ("created", "failed"):
         merged[col] = merged[col].astype("boolean").fillna(False).astype(bool)
@@ -358,9 +361,11 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     post = merged["method"].fillna("POST").astype(str).str.upper() == "POST"
     # events of a request that moved nothing were filtered out, so a logged request they name
     # is known not to be an attempt
-    named = isin(merged["request_id"], events["request_id"].dropna()) if not events.empty \
-        else pd.Series(False, index=merged.index)
-    keep = post & (evidenced | (~named & paths_move_money(merged["path"])))
+    unnamed = ~evidenced
+    if not events.empty and unnamed.any():
+        unnamed[unnamed] = ~isin(merged.loc[unnamed, "request_id"],
+                                 events["request_id"].dropna()).to_numpy()
+    keep = post & (evidenced | (unnamed & paths_move_money(merged["path"])))
     merged = merged[keep].copy()
     if not merged.empty:
         occ = merged["_occ"].fillna(0).astype(int)

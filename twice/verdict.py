@@ -111,6 +111,11 @@ class Context:
             ["tool_call_id", "trace_id"])
 
     @cached_property
+    def checkpoint_writers_named(self) -> bool:
+        """Whether any checkpoint says who wrote it (read once, not for every pair)."""
+        return bool(self.checkpoints["worker"].notna().any())
+
+    @cached_property
     def checkpoint_workers(self) -> bool:
         """As `span_workers`, for the checkpoints' writers (one execution: a thread)."""
         if self.timeline is None:
@@ -367,8 +372,8 @@ class Pair:
         wa, wb = _s(self.a.get("worker")), _s(self.b.get("worker"))
         if wa and wb and wa != wb and not ctx.span_workers:
             wa = wb = None
-        if (wa is None or wb is None) and thread is not None and not ctx.checkpoints.empty \
-                and ctx.checkpoints["worker"].notna().any() and ctx.checkpoint_workers:
+        if (wa is None or wb is None) and thread is not None \
+                and ctx.checkpoint_writers_named and ctx.checkpoint_workers:
             ck = ctx.of_thread("checkpoints", thread)
             ck = ck[ck["worker"].notna()]
             before = ck[ck["at_aligned"] <= self.a["at"]]
@@ -390,7 +395,8 @@ class Pair:
         if not self.same_call or thread is None or ctx.checkpoints.empty:
             return None
         call = ctx.call(self.call_a)
-        if call is None or call["thread_id"] != thread:
+        # (a checkpointed call whose thread is missing says nothing of this thread)
+        if call is None or _s(call["thread_id"]) != thread:
             return None
         ck = ctx.of_thread("checkpoints", thread)
         held = ck[ck["at_aligned"] <= call["at_aligned"]]
@@ -670,7 +676,7 @@ def within_run(p: Pair) -> Call | None:
         return Call(Layer.STEP_RETRY, 0.85, tuple(ev))
     confidence = 0.8 if (p.same_call and (p.keys_differ or p.executions_differ)) else 0.65
     run_evidence = bool(p.ctx.spans_loaded or not p.ctx.receives.empty
-                        or p.ctx.checkpoints["worker"].notna().any())
+                        or p.ctx.checkpoint_writers_named)
     if run_evidence or p.band is Band.SECONDS:
         return Call(Layer.STEP_RETRY, confidence, tuple(ev))
     return Call(Layer.STEP_RETRY, min(confidence, 0.65), tuple(ev), (Alternative(

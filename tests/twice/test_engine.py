@@ -344,3 +344,16 @@ def test_a_tool_result_with_no_outcome_is_no_failure_told() -> None:
             event(2.0, "req_2", "k2", "pi_2"), {**result(3.0, "call_1"), "outcome": None}]
     report = run(rows)
     assert report["groups"] and "failure_reported_for_unknown_outcome" not in codes(report)
+
+
+def test_a_checkpointed_call_without_its_thread_tells_no_story_of_the_thread() -> None:
+    """The checkpoint row of a tool call says no thread (missing, not another): the thread's
+    account of that call is not told from it, and the analysis does not stop on it."""
+    ids = {"thread_id": "th_1", "tool_call_id": "call_1"}
+    rows = [dict(at=at(0), source="checkpoints", kind="checkpoint", thread_id="th_1", step=1),
+            {**call(0.5, "call_1"), "thread_id": None},
+            {**event(1.0, "req_1", "k1", "pi_1"), **ids},
+            {**event(31.0, "req_2", "k2", "pi_2"), **ids}]
+    dup = only_duplicate(run(rows))
+    assert dup["layer"] == "step_retry"
+    assert not any("checkpoints:" in line for line in dup["evidence"])
