@@ -213,6 +213,7 @@ SLOW = {
     # peers in side environments (tests/side_venvs.py; skipped where their variable is unset)
     "connectors/test_langfuse_live.py",  # 9 s: the Langfuse SDK's agent run, a 3 s retry
     "connectors/test_langfuse_capture.py",  # 6 s
+    "connectors/test_phoenix_server.py",  # 30 s: a real Phoenix server starts (up to 2 min)
 }
 
 

@@ -1,9 +1,10 @@
 """Fuzzing the spans connector on the shapes trace stores give back (issue 21): Phoenix's spans
-API page and snake_case download, Langfuse-attributed OTLP (protobuf's canonical JSON), a page of
-Langfuse's observations API, and LangSmith run exports. As for the other formats (test_fuzz_spans.py), every case ends in a
-LoadResult whose timeline validates, with warnings naming the file, or in one SourceError naming
-it: never another exception, never a hang. The valid inputs are the fuzz suite's own OTLP spans
-converted by `tests.connectors.trace_formats`."""
+API page and snake_case download, Langfuse-attributed OTLP (protobuf's canonical JSON), a page
+of Langfuse's observations API (and its observations a line each), and LangSmith run exports. As
+for the other formats (test_fuzz_spans.py), every case ends in a LoadResult whose timeline
+validates, with warnings naming the file, or in one SourceError naming it: never another
+exception, never a hang. The valid inputs are the fuzz suite's own OTLP spans converted by
+`tests.connectors.trace_formats`."""
 
 from __future__ import annotations
 

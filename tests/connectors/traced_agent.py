@@ -8,8 +8,8 @@ RetryPolicy 3 s later (the server's times have whole seconds).
 SETTINGS_JSON: {"tracer": "langfuse" | "phoenix", "stripe": url, "stripe_key", "customer",
 "card", "thread", "call"} and, for Langfuse, {"langfuse": url, "public_key", "secret_key"} (its
 LangChain CallbackHandler, OTLP protobuf to the endpoint), for Phoenix, {"phoenix": url,
-"project"} (phoenix.otel's tracer provider and OpenInference's LangChain instrumentation, OTLP
-protobuf over HTTP). It prints the number of times the tool ran.
+"project"} (OpenInference's LangChain instrumentation on the OpenTelemetry SDK, OTLP protobuf
+over HTTP, as phoenix.otel sets it up). It prints the number of times the tool ran.
 """
 
 from __future__ import annotations
@@ -36,11 +36,17 @@ def _langfuse(settings: dict[str, str]) -> tuple[list[Any], Callable[[], None]]:
 
 def _phoenix(settings: dict[str, str]) -> tuple[list[Any], Callable[[], None]]:
     from openinference.instrumentation.langchain import LangChainInstrumentor
-    from phoenix.otel import register
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-    provider = register(project_name=settings["project"],
-                        endpoint=f"{settings['phoenix']}/v1/traces", protocol="http/protobuf",
-                        batch=False, set_global_tracer_provider=False, verbose=False)
+    # what phoenix.otel's `register` sets up (importing it loads Phoenix's whole server: ~30 s
+    # here): OTLP protobuf over HTTP, the project named by a resource attribute
+    provider = TracerProvider(resource=Resource.create(
+        {"openinference.project.name": settings["project"]}))
+    provider.add_span_processor(SimpleSpanProcessor(
+        OTLPSpanExporter(endpoint=f"{settings['phoenix']}/v1/traces")))
     LangChainInstrumentor().instrument(tracer_provider=provider)
 
     def done() -> None:
