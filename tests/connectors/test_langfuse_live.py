@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +151,32 @@ def test_no_keys_is_an_error_naming_the_variables(
     assert rc == EXIT_PARTIAL
     (error,) = report["errors"]
     assert "no Langfuse keys" in error and LANGFUSE_SECRET_KEY_ENV in error
+
+
+def test_the_tool_observations_read_back_as_the_sdk_sent_them(
+        traced: tuple[str, str, str, Store], monkeypatch: pytest.MonkeyPatch) -> None:
+    """One trace; the first attempt failed (level ERROR, its status message a timeout), the
+    second did not; both of one tool call of the thread, with the tool's arguments."""
+    from twice.connectors.live.traces import backend_from_url
+
+    monkeypatch.setenv(LANGFUSE_PUBLIC_KEY_ENV, PUBLIC_KEY)
+    monkeypatch.setenv(LANGFUSE_SECRET_KEY_ENV, SECRET_KEY)
+    backend = backend_from_url(f"langfuse+{traced[2]}")
+    now = datetime.now(UTC)
+    (trace_id,) = backend.find_traces(tags={"gen_ai.conversation.id": THREAD},
+                                      start=now - timedelta(hours=1), end=now)
+    assert backend.find_traces(tags={"gen_ai.conversation.id": "another"},
+                               start=now - timedelta(hours=1), end=now) == []
+    result, doc = backend.get_trace(trace_id)
+    assert result.warnings == []
+    tools = result.rows[result.rows["kind"] == "tool_span"].sort_values("at")
+    assert list(tools["tool_call_id"]) == [CALL, CALL]
+    assert list(tools["thread_id"]) == [THREAD, THREAD]
+    assert list(tools["outcome"]) == ["timeout", "unknown"]
+    assert "read timed out" in str(tools["detail"].iloc[0])
+    assert set(tools["amount"]) == {4900} and set(tools["tool_name"]) == {
+        "charge_subscription"}
+    assert all(set(o.get("metadata", {})) <= {"tool_call_id", "thread_id", "langgraph_step",
+                                               "langgraph_node", "checkpoint_ns",
+                                               "langfuse_session_id", "resourceAttributes"}
+               for o in doc["data"])  # only what twice reads is kept for saving
