@@ -92,33 +92,31 @@ class LangfuseBackend(BackendBase):
         self.page_size = page_size
         self._trace_ids: dict[str, str] = {}  # hex -> the trace id as Langfuse names it
 
-    def _observations(self, params: dict[str, Any]) -> tuple[list[Any], list[dict[str, Any]]]:
-        """(every observation the query matches, the pages), at most MAX_PAGES pages."""
+    def _observations(self, params: dict[str, Any]) -> list[Any]:
+        """Every observation the query matches, at most MAX_PAGES pages of them."""
         found: list[Any] = []
-        pages: list[dict[str, Any]] = []
         cursor: str | None = None
         seen: set[str] = set()
-        while len(pages) < MAX_PAGES:
+        for _ in range(MAX_PAGES):
             query = {**params, "limit": self.page_size, **({"cursor": cursor} if cursor else {})}
             doc = self.http.get_json(PATH, query)
             if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
                 raise self.http.fail(f"GET {PATH}: not a Langfuse answer (no 'data' list)")
-            pages.append({"data": doc["data"], "meta": {}})
             found.extend(doc["data"])
             meta = doc.get("meta")
             cursor = meta.get("cursor") if isinstance(meta, dict) else None
             if not isinstance(cursor, str) or not cursor or cursor in seen or not doc["data"]:
-                return found, pages
+                return found
             seen.add(cursor)
         self.warnings.append(SourceWarning(self.http.endpoint.display, (
             f"stopped after {MAX_PAGES} pages of observations; later observations not read")))
-        return found, pages
+        return found
 
     def get_trace(self, trace_id: str) -> tuple[LoadResult, Any]:
         trace_id = require_trace_id(trace_id)
         asked = self._trace_ids.get(trace_id, trace_id)
-        found, _ = self._observations({"traceId": asked, "fields": TRACE_FIELDS,
-                                       "expandMetadata": EXPAND})
+        found = self._observations({"traceId": asked, "fields": TRACE_FIELDS,
+                                    "expandMetadata": EXPAND})
         if not found:
             raise TraceNotFoundError(self.http.endpoint.display, f"trace {trace_id} not found")
         doc = {"data": [read_fields(o) for o in found], "meta": {}}
@@ -130,9 +128,9 @@ class LangfuseBackend(BackendBase):
         """Traces with a tool observation of the thread (`gen_ai.conversation.id`) in the
         window; `service` and other tags are not Langfuse's: an observation carries neither."""
         thread = (tags or {}).get("gen_ai.conversation.id")
-        found, _ = self._observations({"type": "TOOL", "fromStartTime": _iso(start),
-                                       "toStartTime": _iso(end), "fields": FIND_FIELDS,
-                                       "expandMetadata": EXPAND})
+        found = self._observations({"type": "TOOL", "fromStartTime": _iso(start),
+                                    "toStartTime": _iso(end), "fields": FIND_FIELDS,
+                                    "expandMetadata": EXPAND})
         ids: list[str] = []
         for obs in found:
             if not isinstance(obs, dict) or (thread is not None and thread not in _thread_of(obs)):
