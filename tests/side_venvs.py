@@ -18,7 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # the python of a venv with langfuse, langgraph, langchain-core and stripe
 LANGFUSE = "TWICE_TEST_LANGFUSE_PYTHON"
-# the python of a venv with arize-phoenix, openinference-instrumentation-langchain, langgraph
+# the python of a venv with arize-phoenix, openinference-instrumentation-langchain, langgraph,
+# langchain-core and stripe
 PHOENIX = "TWICE_TEST_PHOENIX_PYTHON"
 # the python of a venv with localstripe 1.15.5 (it refuses the `created` filter)
 OLD_LOCALSTRIPE = "TWICE_TEST_OLD_LOCALSTRIPE_PYTHON"
