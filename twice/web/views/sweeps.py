@@ -68,7 +68,8 @@ def _all(store: Store) -> None:
     partial_ids = [s.id for s in sweeps if partial(s)]
     if partial_ids:
         st.warning(f"Partial: {len(partial_ids)} sweep(s) read a folder whose sources did not "
-                   f"all load ({', '.join(partial_ids)}); open one to see which failed.")
+                   f"all load ({md_text(', '.join(partial_ids))}); open one to see which "
+                   "failed.")
     st.dataframe(shown_frame(table), hide_index=True, width="stretch", column_config={
         "open": st.column_config.LinkColumn("open", display_text="open")})
 
