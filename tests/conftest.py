@@ -210,6 +210,10 @@ SLOW = {
     "cli/test_cli_inputs.py::test_a_span_time_past_2100_is_a_warning_naming_file_and_line",  # 7
     "cli/test_cli.py::test_installed_entry_point_runs",  # 6 s
     "cli/test_exit_codes.py::test_a_partial_live_result_exits_3_and_says_partial",  # 6 s
+    # peers in side environments (tests/side_venvs.py; skipped where their variable is unset)
+    "connectors/test_langfuse_live.py",  # 9 s: the Langfuse SDK's agent run, a 3 s retry
+    "connectors/test_langfuse_capture.py",  # 6 s
+    "connectors/test_phoenix_server.py",  # 30 s: a real Phoenix server starts (up to 2 min)
 }
 
 

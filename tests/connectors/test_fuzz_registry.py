@@ -34,6 +34,9 @@ EVIDENCE |= {
     "langfuse.jsonl": "".join(json.dumps(d) + "\n" for d in trace_formats.langfuse(_DOCS)).encode(),
     "langsmith.jsonl": "".join(json.dumps(r) + "\n"
                                for r in trace_formats.langsmith(_DOCS)).encode(),
+    # a page of Langfuse's observations API, as `--traces langfuse+...` saves it
+    "langfuse_observations.json": json.dumps(
+        trace_formats.langfuse_page(trace_formats.langfuse(_DOCS))).encode(),
 }
 NAMES = ["events.json", "events.jsonl", "requests.csv", "logs.jsonl", "sqs.jsonl", "spans.jsonl",
          "cp.sqlite", "timeline.parquet", "noext", "x.json", "data.bin"]

@@ -1,9 +1,10 @@
 """Fuzzing the spans connector on the shapes trace stores give back (issue 21): Phoenix's spans
-API page and snake_case download, Langfuse-attributed OTLP (protobuf's canonical JSON), and
-LangSmith run exports. As for the other formats (test_fuzz_spans.py), every case ends in a
-LoadResult whose timeline validates, with warnings naming the file, or in one SourceError naming
-it: never another exception, never a hang. The valid inputs are the fuzz suite's own OTLP spans
-converted by `tests.connectors.trace_formats`."""
+API page and snake_case download, Langfuse-attributed OTLP (protobuf's canonical JSON), a page
+of Langfuse's observations API (and its observations a line each), and LangSmith run exports. As
+for the other formats (test_fuzz_spans.py), every case ends in a LoadResult whose timeline
+validates, with warnings naming the file, or in one SourceError naming it: never another
+exception, never a hang. The valid inputs are the fuzz suite's own OTLP spans converted by
+`tests.connectors.trace_formats`."""
 
 from __future__ import annotations
 
@@ -27,11 +28,13 @@ from twice.connectors.base import LoadResult, SourceError
 PHOENIX_PAGE = trace_formats.phoenix_page(VALID_OTLP)
 PHOENIX_DOWNLOAD = trace_formats.phoenix_download(VALID_OTLP)
 LANGFUSE = trace_formats.langfuse(VALID_OTLP)
+LANGFUSE_PAGE = trace_formats.langfuse_page(LANGFUSE)
 LANGSMITH = trace_formats.langsmith(VALID_OTLP)
 VALID: dict[str, tuple[Any, str]] = {  # shape -> (document, file name)
     "spans_phoenix_page": (PHOENIX_PAGE, "phoenix.json"),
     "spans_phoenix_download": (PHOENIX_DOWNLOAD, "phoenix_trace.json"),
     "spans_langfuse": (LANGFUSE[0], "langfuse.json"),
+    "spans_langfuse_api": (LANGFUSE_PAGE, "langfuse_observations.json"),
     "spans_langsmith": (LANGSMITH, "runs.json"),
 }
 
@@ -71,6 +74,14 @@ def test_mutated_exports(folder: Path, data: st.DataObject) -> None:
 def test_mutated_langsmith_runs_a_line_each(folder: Path, runs: tuple[Any, ...]) -> None:
     raw = b"".join(json_text(run) + b"\n" for run in runs)
     _case("spans_langsmith", folder, raw, "runs.jsonl")
+
+
+@fuzz_settings(40)
+@given(found=st.lists(st.sampled_from(LANGFUSE_PAGE["data"]), min_size=1, max_size=4).flatmap(
+    lambda found: st.tuples(*[mutate(obs) for obs in found])))
+def test_mutated_langfuse_observations_a_line_each(folder: Path, found: tuple[Any, ...]) -> None:
+    raw = b"".join(json_text(obs) + b"\n" for obs in found)
+    _case("spans_langfuse_api", folder, raw, "observations.jsonl")
 
 
 @pytest.mark.parametrize("shape", sorted(VALID))

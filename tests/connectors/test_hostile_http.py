@@ -71,6 +71,21 @@ def test_a_hostile_langsmith_endpoint_is_one_clear_error(
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_a_hostile_langfuse_endpoint_is_one_clear_error(
+        mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-lf-hostile0public")
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", KEY)
+    with hostile_backend(mode) as (url, internal):
+        api = backend_from_url(f"langfuse+{url}", limits=LIMITS)
+        with pytest.raises(SourceError, match=re.escape(SAID[mode])) as err:
+            api.get_trace("1" * 32)
+    assert internal.requests == []
+    assert err.value.source == f"langfuse+{url}"
+    _assert_nothing_internal(str(err.value))
+    assert "pk-lf-hostile0public" not in str(err.value)
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_a_hostile_stripe_base_url_is_one_clear_error(mode: str) -> None:
     with hostile_backend(mode) as (url, internal):
         with pytest.raises(SourceError, match=re.escape(SAID[mode])) as err:
@@ -97,7 +112,7 @@ def test_the_internal_answer_is_what_a_followed_redirect_would_have_quoted() -> 
     assert internal.requests == ["/x"]
 
 
-@pytest.mark.parametrize("backend", ["jaeger", "tempo"])
+@pytest.mark.parametrize("backend", ["jaeger", "tempo", "langfuse"])
 @pytest.mark.parametrize("encoding", list(ENCODINGS))
 @pytest.mark.parametrize("secret", SPECIAL_SECRETS)
 def test_a_password_echoed_in_any_encoding_is_masked(backend: str, encoding: str,

@@ -2,22 +2,22 @@
 whose tool node timed out once and was retried (RetryPolicy), and exports OTLP protobuf, gzip,
 to `/api/public/otel/v1/traces` of a local endpoint. Decoded to protobuf's canonical JSON (as
 a user converting a capture would), twice reads both attempts as tool spans of one tool call by
-default. The SDK runs in a process of its own: it sets up OpenTelemetry for the process.
-Needs the `langfuse` extra (`pip install 'twice[langfuse]'`); skipped without it."""
+default. The SDK runs in a process of its own, in the Langfuse side environment
+(tests/side_venvs.py: its OTLP exporter's pins cannot share twice's environment); skipped where
+TWICE_TEST_LANGFUSE_PYTHON is unset."""
 
 from __future__ import annotations
 
 import gzip
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.side_venvs import LANGFUSE, side_python
 from twice.connectors import registry, spans
 
-pytest.importorskip("langfuse")
 pytest.importorskip("opentelemetry.proto")
 
 CAPTURE = r'''
@@ -107,7 +107,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("langfuse")
     path, sent = folder / "langfuse.jsonl", folder / "sent"
     sent.mkdir()
-    done = subprocess.run([sys.executable, "-c", CAPTURE, str(path), str(sent)],
+    done = subprocess.run([side_python(LANGFUSE), "-c", CAPTURE, str(path), str(sent)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert path.read_text().strip(), "the SDK sent no spans"

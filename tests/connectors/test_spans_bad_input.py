@@ -169,7 +169,7 @@ def test_a_file_appended_twice_counts_each_span_once(
     (b'{"resourceSpans": [{"scopeSpans": [\n  {"spans": [\n', "not JSON or JSON lines"),
     (b"\x28\xb5\x2f\xfd\x00\x58\x61\x00\x00\x10\xff\xfe", "not JSON or JSON lines"),
     (b'{"id": "evt_1", "object": "event"}\n{"id": "evt_2", "object": "event"}\n',
-     "no OTLP JSON, Jaeger JSON or LangSmith runs found"),
+     "no OTLP JSON, Jaeger JSON, LangSmith runs or Langfuse observations found"),
 ])
 def test_unreadable_files_are_one_source_error(tmp_path: Path, content: bytes, reason: str) -> None:
     path = _write(tmp_path, content)

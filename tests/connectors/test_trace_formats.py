@@ -1,5 +1,6 @@
 """The same incident, whichever store its traces come from: OTLP files, Jaeger JSON, Tempo JSON,
-Phoenix (its spans API's page and its UI's download, snake_case), Langfuse-attributed OTLP and
+Phoenix (its spans API's page and its UI's download, snake_case), Langfuse-attributed OTLP, what
+the live Langfuse backend reads of it from a Langfuse-compatible server's observations API, and
 LangSmith runs all give the same verdict through `twice analyze <folder>` (the format sniffed in
 the folder), and the same tool-span rows. The shapes are made from the sample's OTLP spans by
 `tests.connectors.trace_formats`."""
@@ -21,7 +22,7 @@ from twice.connectors import registry, spans
 
 SAMPLES = Path(__file__).parents[2] / "sample_data"
 FORMATS = ["otlp", "jaeger", "tempo", "phoenix_page", "phoenix_download", "langfuse",
-           "langsmith"]
+           "langfuse_live", "langsmith"]
 TOOL_COLUMNS = ["at", "end", "trace_id", "tool_call_id", "thread_id", "tool_name", "outcome",
                 "args_fingerprint"]
 
@@ -56,8 +57,10 @@ def _same_rows(got: pd.DataFrame, expected: pd.DataFrame, fmt: str) -> None:
     where the span left its status unset."""
     if fmt == "langsmith":
         expected = expected.assign(outcome=expected["outcome"].replace("unknown", "ok"))
+    # Langfuse keeps milliseconds (ClickHouse's DateTime64(3)): its times are cut to them
+    precision = pd.Timedelta(1, "ms") if fmt == "langfuse_live" else pd.Timedelta(2, "us")
     for column in ("at", "end"):
-        assert ((got[column] - expected[column]).abs() <= pd.Timedelta(2, "us")).all(), column
+        assert ((got[column] - expected[column]).abs() <= precision).all(), column
     others = [c for c in TOOL_COLUMNS if c not in ("at", "end")]
     pd.testing.assert_frame_equal(got[others], expected[others])
 

@@ -10,6 +10,8 @@ shapes other trace stores give them back, for tests that must read the same verd
   (base64 ids, enum names), tool spans spelled Langfuse's way: named after the tool,
   `langfuse.observation.type = tool`, the ids JSON-quoted in `langfuse.observation.metadata.*`,
   a failure as level ERROR with a status message and no span status; no GenAI attributes;
+- `langfuse_page`: those requests as a Langfuse-compatible server stores them, one page of its
+  observations API (`langfuse_live`: read back through twice's live Langfuse backend);
 - `langsmith`: LangSmith runs as its API lists them (`run_type`, `extra.tool_call_id`,
   `extra.metadata.thread_id`, ISO times, UUID ids, `error` with a traceback); only the runs
   LangChain's tracer makes: tool runs and their parents, no HTTP client spans;
@@ -150,6 +152,49 @@ def langfuse(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for rs in doc["resourceSpans"]]} for doc in docs]
 
 
+def langfuse_page(requests: list[dict[str, Any]]) -> dict[str, Any]:
+    """Langfuse's observations API page (`{"data": [...], "meta": {}}`, every field group) for
+    these requests, as the local Langfuse-compatible server stores and answers them."""
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from tests.connectors.langfuse_server import Store
+
+    store = Store("pk", "sk", page=1000)
+    for doc in requests:
+        store.ingest(ParseDict(doc, ExportTraceServiceRequest()).SerializeToString())
+    return store.query({"fields": ["core,basic,time,io,metadata"], "limit": ["1000"]})
+
+
+def langfuse_live(requests: list[dict[str, Any]], path: Path) -> Path:
+    """What `--traces langfuse+http://...` saves of these spans: each sent as OTLP protobuf to
+    the local Langfuse-compatible server (tests.connectors.langfuse_server, stored as Langfuse
+    stores them: times in milliseconds), then every trace read back through its observations
+    API by twice's live backend and saved as `twice investigate --out` saves it."""
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from tests.connectors.langfuse_server import langfuse_server
+    from twice.connectors.live.traces import backend_from_url, save_traces
+
+    trace_ids = sorted({base64.b64decode(span["traceId"]).hex()
+                        for doc in requests for rs in doc["resourceSpans"]
+                        for ss in rs["scopeSpans"] for span in ss["spans"]})
+    with langfuse_server("pk-lf-formats", "sk-lf-formats", page=3) as (url, store):
+        for doc in requests:
+            store.ingest(ParseDict(doc, ExportTraceServiceRequest()).SerializeToString())
+        host = url.removeprefix("http://")
+        backend = backend_from_url(f"langfuse+http://pk-lf-formats:sk-lf-formats@{host}")
+        fetched = [backend.get_trace(trace_id) for trace_id in trace_ids]
+    assert all(not result.warnings for result, _ in fetched)
+    save_traces([doc for _, doc in fetched], "langfuse", path)
+    return path
+
+
 # --- LangSmith ----------------------------------------------------------------------------------
 def _uuid(hex_id: str) -> str:
     return str(uuid.UUID(hex_id.rjust(32, "0")))
@@ -226,6 +271,8 @@ def write(fmt: str, spans_jsonl: Path, out_dir: Path) -> Path:
     elif fmt == "langfuse":
         path = out_dir / "langfuse.jsonl"
         path.write_text("".join(json.dumps(doc) + "\n" for doc in langfuse(docs)))
+    elif fmt == "langfuse_live":
+        path = langfuse_live(langfuse(docs), out_dir / "langfuse_observations.jsonl")
     elif fmt == "langsmith":
         path = out_dir / "langsmith_runs.jsonl"
         path.write_text("".join(json.dumps(run) + "\n" for run in langsmith(docs)))

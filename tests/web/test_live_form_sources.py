@@ -1,10 +1,11 @@
-"""The live form's trace backends: Jaeger, Tempo, Phoenix and LangSmith are choices, and the
-backend's API key is a password field used for one request. In chromium against the local
-LangSmith server the real `langsmith` SDK fed (tests/connectors/test_langsmith_live.py): the
-form's key reads the runs and the verdict names the step retry; the key is on no page, in no
-field after the run, and in no file of the store. The server's own LANGSMITH_API_KEY is never
-lent to the form: with the key field empty, the LangSmith source fails (401) even though the
-server's variable holds the right key."""
+"""The live form's trace backends: Jaeger, Tempo, Phoenix, LangSmith and Langfuse are choices,
+and the backend's API key (Langfuse's two keys) is a password field used for one request. In
+chromium against the local LangSmith server the real `langsmith` SDK fed
+(tests/connectors/test_langsmith_live.py): the form's key reads the runs and the verdict names
+the step retry; the key is on no page, in no field after the run, and in no file of the store.
+The server's own LANGSMITH_API_KEY is never lent to the form: with the key field empty, the
+LangSmith source fails (401) even though the server's variable holds the right key (Langfuse:
+tests/web/test_live_form_langfuse.py)."""
 
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ import pytest
 from tests.connectors.test_langsmith_live import LS_KEY, STRIPE_KEY, Store, traced  # noqa: F401
 from tests.web.conftest import chromium, running_app
 from twice.store import open_store
-from twice.web.forms import TRACE_BACKENDS, trace_target
+from twice.web.forms import KEY_LABEL, PUBLIC_KEY_LABEL, TRACE_BACKENDS, trace_target
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # localstripe's aiohttp
-KEY_LABEL = "Trace backend API key (Phoenix, LangSmith; used for this request only, never saved)"
 
 
-def _investigate(page: Any, url: str, customer: str, address: str, key: str) -> str:
+def _investigate(page: Any, url: str, customer: str, address: str, key: str, *,
+                 backend: str = "LangSmith", public_key: str | None = None,
+                 stripe_key: str = STRIPE_KEY) -> str:
     page.goto(url)
     page.get_by_text("Incidents").first.wait_for(timeout=120_000)
     page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
@@ -32,7 +34,7 @@ def _investigate(page: Any, url: str, customer: str, address: str, key: str) -> 
     page.get_by_role("textbox", name="Around (UTC)").fill(
         datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     page.get_by_label("Stripe restricted key (used for this request only, never saved)") \
-        .fill(STRIPE_KEY)
+        .fill(stripe_key)
     picker = page.get_by_role("combobox", name="Trace backend")
     picker.click()
     picker.press("ArrowDown")  # the list opens from the keyboard (a click alone may not)
@@ -40,12 +42,16 @@ def _investigate(page: Any, url: str, customer: str, address: str, key: str) -> 
     options.first.wait_for(timeout=30_000)
     assert [o.strip() for o in options.all_inner_texts()] == [
         label for label, _, _ in TRACE_BACKENDS.values()]
-    page.get_by_role("option", name="LangSmith").click()
-    assert picker.input_value() == "LangSmith"
+    page.get_by_role("option", name=backend).click()
+    assert picker.input_value() == backend
     page.get_by_role("textbox", name="Trace backend address (optional)").fill(address)
     field = page.get_by_label(KEY_LABEL)
     assert field.get_attribute("type") == "password"
     field.fill(key)
+    if public_key is not None:
+        public = page.get_by_label(PUBLIC_KEY_LABEL)
+        assert public.get_attribute("type") == "password"
+        public.fill(public_key)
     page.get_by_role("button", name="Investigate").click()
     page.locator("[id='verdict']").first.wait_for(timeout=180_000)
     page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
@@ -90,3 +96,17 @@ def test_langsmith_from_the_live_form_finds_the_step_retry_and_keeps_no_key(
 def test_the_forms_choice_address_and_key_make_the_backend_url(
         kind: str, typed: str, key: str, url: str | None, given: str | None) -> None:
     assert trace_target(kind, typed, key) == (url, given)
+
+
+@pytest.mark.parametrize(("typed", "secret", "public", "url"), [
+    ("https://cloud.langfuse.com", "sk-lf/1", "pk-lf-1",
+     "langfuse+https://pk-lf-1:sk-lf%2F1@cloud.langfuse.com"),
+    ("http://h:3000", "", "pk-lf-1", "langfuse+http://h:3000"),  # half the keys: none sent
+    ("langfuse+http://h:3000", "sk", "pk", "langfuse+http://pk:sk@h:3000"),
+    ("langfuse+http://a:b@h:3000", "sk", "pk", "langfuse+http://a:b@h:3000"),  # typed: kept
+])
+def test_langfuse_keys_go_in_the_url_and_the_servers_are_never_lent(
+        typed: str, secret: str, public: str, url: str) -> None:
+    # "" as the key: the backend reads no LANGFUSE_*_KEY of the server's environment
+    assert trace_target("langfuse", typed, secret, public) == (url, "")
+    assert trace_target("none", url, "", "") == (url, "")

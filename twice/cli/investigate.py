@@ -32,8 +32,8 @@ MAX_WINDOW_S = 31 * 86400.0
 
 
 class TraceBackendUrl(click.ParamType):
-    """`--traces`: a Jaeger, Tempo, Phoenix or LangSmith query URL, checked before anything
-    is fetched."""
+    """`--traces`: a Jaeger, Tempo, Phoenix, LangSmith or Langfuse query URL, checked before
+    anything is fetched."""
 
     name = "url"
 
@@ -69,9 +69,11 @@ class TraceBackendUrl(click.ParamType):
               help="LangGraph checkpoints: a postgresql:// DSN (read-only) or a SqliteSaver file")
 @click.option("--traces", type=TraceBackendUrl(), default=None, metavar="URL",
               help="trace backend: jaeger+http://host:16686, tempo+http://host:3200, "
-                   "phoenix+http://:API_KEY@host:6006/PROJECT, or langsmith://PROJECT "
+                   "phoenix+http://:API_KEY@host:6006/PROJECT, langsmith://PROJECT "
                    "(langsmith+http://host:port/PROJECT self-hosted; the key from "
-                   "LANGSMITH_API_KEY)")
+                   "LANGSMITH_API_KEY), or langfuse+https://cloud.langfuse.com (or a "
+                   "self-hosted host; the keys from LANGFUSE_PUBLIC_KEY and "
+                   "LANGFUSE_SECRET_KEY)")
 @click.option("--out", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="save what was fetched as an incident folder `twice analyze` reads")
 @format_option

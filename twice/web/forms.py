@@ -76,7 +76,8 @@ def upload_form(store: Store) -> None:
 # in this process and are never echoed back to the page, kept in the session, saved or put in a
 # link. The trace backend's field gets its URL back without the credentials.
 _SECRET_FIELDS = {"live_stripe_key": "_live_stripe_key", "live_checkpoints": "_live_checkpoints",
-                  "live_traces": "_live_traces", "live_traces_key": "_live_traces_key"}
+                  "live_traces": "_live_traces", "live_traces_key": "_live_traces_key",
+                  "live_traces_public_key": "_live_traces_public_key"}
 # the trace backends the form offers: (label, URL scheme, what the address field takes)
 TRACE_BACKENDS = {
     "none": ("No trace backend", "", ""),
@@ -84,7 +85,11 @@ TRACE_BACKENDS = {
     "tempo": ("Grafana Tempo", "tempo+", "http://host:3200"),
     "phoenix": ("Arize Phoenix", "phoenix+", "http://host:6006/PROJECT"),
     "langsmith": ("LangSmith", "langsmith+", "PROJECT, or http://host:port/PROJECT self-hosted"),
+    "langfuse": ("Langfuse", "langfuse+", "https://cloud.langfuse.com, or http://host:3000"),
 }
+KEY_LABEL = ("Trace backend API key (Phoenix, LangSmith; Langfuse's secret key; used for this "
+             "request only, never saved)")
+PUBLIC_KEY_LABEL = "Langfuse public key (Langfuse only; used for this request only, never saved)"
 _SCHEME = re.compile(r"[a-z][a-z0-9]*\+https?://", re.I)
 # userinfo up to the last "@" before the path (a password may hold an unencoded "@")
 _USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/\s]*@", re.I)
@@ -95,11 +100,14 @@ def without_userinfo(url: str) -> str:
     return _USERINFO.sub(lambda m: m["scheme"], url.strip())
 
 
-def trace_target(kind: str, typed: str, key: str) -> tuple[str | None, str | None]:
+def trace_target(kind: str, typed: str, key: str,
+                 public_key: str = "") -> tuple[str | None, str | None]:
     """(the trace backend URL, LangSmith's key) for the form's choice, address and key. An
     address typed with its scheme (`jaeger+http://...`) is taken as it is. Phoenix's key goes
     in the URL (sent as its bearer token); LangSmith's is given to the backend, "" when the
-    field is empty, so the server's own LANGSMITH_API_KEY is never lent to the form."""
+    field is empty, so the server's own LANGSMITH_API_KEY is never lent to the form. Langfuse's
+    public and secret key go in the URL (its basic auth), and "" is given as the key: the
+    server's own LANGFUSE_PUBLIC_KEY / LANGFUSE_SECRET_KEY are never lent either."""
     typed = typed.strip()
     if not typed:
         return None, None
@@ -116,10 +124,14 @@ def trace_target(kind: str, typed: str, key: str) -> tuple[str | None, str | Non
         url = f"langsmith://{quote(typed, safe='')}"  # a project of LangSmith's own API
     else:
         url = scheme + typed
-    if kind == "phoenix" and key and "@" not in url.partition("://")[2].partition("/")[0]:
+    has_userinfo = "@" in url.partition("://")[2].partition("/")[0]
+    if kind == "phoenix" and key and not has_userinfo:
         head, sep, rest = url.partition("://")
         url = f"{head}{sep}:{quote(key, safe='')}@{rest}"
-    return url, (key if kind == "langsmith" else None)
+    if kind == "langfuse" and key and public_key and not has_userinfo:
+        head, sep, rest = url.partition("://")
+        url = f"{head}{sep}{quote(public_key, safe='')}:{quote(key, safe='')}@{rest}"
+    return url, (key if kind == "langsmith" else "" if kind == "langfuse" else None)
 
 
 def _take_secrets() -> None:
@@ -149,14 +161,15 @@ def live_form(store: Store) -> None:
         st.text_input("Trace backend address (optional)",
                       placeholder=TRACE_BACKENDS[str(kind)][2] or "jaeger+http://host:16686",
                       key="live_traces")
-        st.text_input("Trace backend API key (Phoenix, LangSmith; used for this request only, "
-                      "never saved)", type="password", key="live_traces_key")
+        st.text_input(KEY_LABEL, type="password", key="live_traces_key")
+        st.text_input(PUBLIC_KEY_LABEL, type="password", key="live_traces_public_key")
         sent = st.form_submit_button("Investigate", on_click=_take_secrets)
     key = str(st.session_state.pop(_SECRET_FIELDS["live_stripe_key"], "") or "")
     typed = str(st.session_state.pop(_SECRET_FIELDS["live_checkpoints"], "") or "")
     traces, traces_key = trace_target(
         str(kind), str(st.session_state.pop(_SECRET_FIELDS["live_traces"], "") or ""),
-        str(st.session_state.pop(_SECRET_FIELDS["live_traces_key"], "") or ""))
+        str(st.session_state.pop(_SECRET_FIELDS["live_traces_key"], "") or ""),
+        str(st.session_state.pop(_SECRET_FIELDS["live_traces_public_key"], "") or ""))
     if not sent:
         return
     if not subject.strip():

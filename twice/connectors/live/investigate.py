@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 import pandas as pd
@@ -25,7 +26,11 @@ import pandas as pd
 from twice.connectors import checkpoints as checkpoint_source
 from twice.connectors import manifest
 from twice.connectors.base import SourceError, SourceWarning, credentials, redact
-from twice.connectors.live import LANGSMITH_KEY_ENV
+from twice.connectors.live import (
+    LANGFUSE_PUBLIC_KEY_ENV,
+    LANGFUSE_SECRET_KEY_ENV,
+    LANGSMITH_KEY_ENV,
+)
 from twice.timeline import Kind, concat, derived_key
 
 # Threads run a little before and after the provider saw their requests.
@@ -40,19 +45,29 @@ class Request:
     stripe_key: str = field(repr=False)  # never printed, stored or linked
     stripe_base_url: str | None = None  # a Stripe-compatible server (tests, the lab)
     checkpoints: str | None = None  # PostgresSaver DSN or SqliteSaver file
-    traces: str | None = None  # jaeger+http://host:16686, tempo+..., phoenix+..., langsmith://P
+    traces: str | None = None  # jaeger+http://host:16686, tempo+, phoenix+, langsmith://, langfuse+
     # LangSmith's key: None reads LANGSMITH_API_KEY (the command line); the web form gives its own
+    # (for Langfuse, any string keeps to the URL's keys: LANGFUSE_*_KEY are not read)
     traces_key: str | None = field(default=None, repr=False)
 
     @property
     def secrets(self) -> list[str]:
         """What must not be shown: the API key, the credentials in the DSN and the URL, and
-        LangSmith's key (read from its environment variable) when it is the trace backend."""
-        langsmith = (self.traces or "").strip().lower().startswith("langsmith")
-        key = ((os.environ.get(LANGSMITH_KEY_ENV, "") if self.traces_key is None
-                else self.traces_key).strip() if langsmith else "")
+        LangSmith's key or Langfuse's keys (read from their environment variables) when that is
+        the trace backend."""
+        backend = (self.traces or "").strip().lower()
+        keys: list[str] = []
+        if backend.startswith("langsmith"):
+            keys.append(os.environ.get(LANGSMITH_KEY_ENV, "") if self.traces_key is None
+                        else self.traces_key)
+        elif backend.startswith("langfuse"):
+            # the public key in the URL too: half of Langfuse's credentials
+            keys += credentials(f"http://{_username(str(self.traces))}@host")
+            if self.traces_key is None:
+                keys += [os.environ.get(LANGFUSE_PUBLIC_KEY_ENV, ""),
+                         os.environ.get(LANGFUSE_SECRET_KEY_ENV, "")]
         return [self.stripe_key, *credentials(self.checkpoints), *credentials(self.traces),
-                *([key] if key else [])]
+                *(k.strip() for k in keys if k.strip())]
 
     def redact(self, text: str) -> str:
         return redact(text, self.secrets)
@@ -64,6 +79,13 @@ class Request:
     @property
     def until(self) -> datetime:
         return self.around + self.window / 2
+
+
+def _username(url: str) -> str:
+    try:
+        return urlsplit(url.strip()).username or ""
+    except ValueError:  # the backend's parser names what is wrong with the URL
+        return ""
 
 
 @dataclass

@@ -15,7 +15,10 @@ Facts this relies on (stripe-python 16 `stripe/_event_service.py`, `_list_object
 - `GET /v1/events` only goes back 30 days: an older window silently lists nothing.
 - Stripe-compatible servers may refuse `types[]` (localstripe answers 400 "Unexpected types"):
   then the events of every type are listed and the asked-for types are kept here, with a
-  warning saying so.
+  warning saying so. One may refuse the `created` filter too (localstripe 1.15.5 and older:
+  400 "Unexpected created, types"): then every event it holds is listed and the window is kept
+  here, and since such a server need not list newest first (localstripe lists oldest first),
+  every page is read rather than stopping at the first event older than the window.
 - Errors carry the response headers (`exc.headers`, case-insensitive), so `Retry-After` is read
   from there. The 401/403 messages echo the API key masked (`sk_test_****1234`): every message
   goes through `redact` (twice.connectors.redaction) before it is shown.
@@ -271,6 +274,15 @@ def _refuses_types(exc: Exception, query: Mapping[str, Any]) -> bool:
             and exc.http_status == 400 and "types" in (exc.user_message or "").lower())
 
 
+def _refuses_created(exc: Exception, query: Mapping[str, Any]) -> bool:
+    """Did the server refuse the `created` filter as a parameter it does not know (localstripe
+    1.15.5: 400 "Unexpected created, types")? A bad value of it is another error."""
+    message = (exc.user_message or "").lower() if isinstance(exc, stripe.StripeError) else ""
+    return ("created" in query and isinstance(exc, stripe.InvalidRequestError)
+            and exc.http_status == 400 and "created" in message
+            and ("unexpected" in message or "unknown" in message))
+
+
 class _NotAPage(ValueError):
     """An answer that is not a list object of events."""
 
@@ -327,6 +339,7 @@ def fetch_events(
     starting_after: str | None = None
     cursors: set[str] = set()
     wanted: frozenset[str] | None = None  # types kept here when the server refused `types[]`
+    unordered = False  # the server refused `created`: the window is kept here, every page read
     while True:
         query = params if starting_after is None else {**params, "starting_after": starting_after}
         try:
@@ -338,11 +351,22 @@ def fetch_events(
             # UnicodeDecodeError: the SDK itself chokes on an answer that is not UTF-8
             reason = _reason(exc, secrets) if isinstance(exc, stripe.StripeError) else (
                 f"the answer is not a Stripe list of events ({excerpt(str(exc), secrets)})")
+            dropped = False
             if pages == 0 and wanted is None and _refuses_types(exc, query):
                 wanted = frozenset(params.pop("types"))
                 warnings.append(SourceWarning(SOURCE, (
                     f"the server refused the `types[]` filter ({reason}): listed events of "
                     f"every type and kept the {len(wanted)} asked-for types here")))
+                dropped = True
+            if pages == 0 and not unordered and _refuses_created(exc, query):
+                del params["created"]
+                unordered = True
+                warnings.append(SourceWarning(SOURCE, (
+                    f"the server refused the `created` filter ({reason}): listed all its "
+                    f"events (every page) and kept those from {_created(gte)} to "
+                    f"{_created(lte)} here")))
+                dropped = True
+            if dropped:
                 continue
             if pages == 0:
                 raise SourceError(SOURCE, reason) from None
@@ -356,6 +380,8 @@ def fetch_events(
         for event in events:
             created = event.get("created")
             if isinstance(created, (int, float)) and created < gte:
+                if unordered:  # a server that did not filter need not list newest first
+                    continue
                 below_window = True  # newest first: everything after this is older still
                 break
             if isinstance(created, (int, float)):

@@ -1,5 +1,5 @@
-"""Trace backends: fetch spans from a Jaeger, Grafana Tempo, Phoenix or LangSmith query API into
-timeline rows.
+"""Trace backends: fetch spans from a Jaeger, Grafana Tempo, Phoenix, LangSmith or Langfuse query
+API into timeline rows.
 
 `backend_from_url("jaeger+http://host:16686")` or `("tempo+https://user:token@host/tempo")` gives
 a `TraceBackend`: `find_traces` turns a service / tags / time window into trace ids,
@@ -9,7 +9,8 @@ in a form the spans connector reads back (Jaeger: `{"data": [traces]}`; Tempo: O
 
 Credentials in the URL are sent as HTTP basic auth (Phoenix: its API key, the URL's password
 or lone user name, as a bearer token; LangSmith: the key in LANGSMITH_API_KEY as `x-api-key`,
-never in the URL) and never shown: errors and row origins name
+never in the URL; Langfuse: its public and secret key as basic auth, from the URL or
+LANGFUSE_PUBLIC_KEY / LANGFUSE_SECRET_KEY) and never shown: errors and row origins name
 the URL with the password masked, and a backend's answer quoted in an error (a 401 page that
 echoes the Authorization header or the URL) goes through `redact` with the URL's credentials.
 Every failure to get an answer (unreachable, timeout, HTTP error, a body that is not JSON) is
@@ -48,15 +49,16 @@ __all__ = ["ACCEPTED_FORMS", "Endpoint", "HttpSource", "Limits", "TraceBackend",
 ACCEPTED_FORMS = ("jaeger+http://host:16686", "jaeger+https://host", "tempo+http://host:3200",
                   "tempo+https://user:token@host/base-path",
                   "phoenix+https://:api-key@host/project", "langsmith://project",
-                  "langsmith+https://host/base-path/project")
-BACKENDS = ("jaeger", "tempo", "phoenix", "langsmith")
+                  "langsmith+https://host/base-path/project",
+                  "langfuse+https://host", "langfuse+http://public-key:secret-key@host:3000")
+BACKENDS = ("jaeger", "tempo", "phoenix", "langsmith", "langfuse")
 # `langsmith://PROJECT`: LangSmith's own API (its key from LANGSMITH_API_KEY, never in the URL)
 LANGSMITH_CLOUD = "https://api.smith.langchain.com"
 _REASON_MAX = 300
 
 
 class TraceBackend(Protocol):
-    name: str  # "jaeger" | "tempo" | "phoenix"
+    name: str  # "jaeger" | "tempo" | "phoenix" | "langsmith" | "langfuse"
 
     def get_trace(self, trace_id: str) -> tuple[LoadResult, Any]:
         """Rows of one trace, and the raw JSON document the backend returned (for saving)."""
@@ -82,8 +84,8 @@ class Endpoint:
 
 
 def parse_url(url: str) -> tuple[str, Endpoint]:
-    """(backend name, endpoint) of a `jaeger+`, `tempo+`, `phoenix+` or `langsmith+http(s)://`
-    URL, or `langsmith://PROJECT`."""
+    """(backend name, endpoint) of a `jaeger+`, `tempo+`, `phoenix+`, `langsmith+` or
+    `langfuse+http(s)://` URL, or `langsmith://PROJECT`."""
     if url.strip().lower().startswith("langsmith://"):
         url = f"langsmith+{LANGSMITH_CLOUD}/{url.strip()[len('langsmith://'):]}"
     backend, plus, rest = url.strip().partition("+")
@@ -110,6 +112,9 @@ def parse_url(url: str) -> tuple[str, Endpoint]:
         # a user with no password is most likely a token: mask it whole
         shown_user = f"{parts.username}:***@" if parts.password is not None else "***@"
     secrets = tuple(credentials(rest))
+    if backend == "langfuse" and auth is not None:
+        shown_user = "***@"  # Langfuse's public key is half of its credentials: shown by neither
+        secrets = (*secrets, *credentials(f"http://{auth[0]}@host"))
     display = redact(f"{backend}+{parts.scheme}://{shown_user}{host}{path}", secrets)
     return backend, Endpoint(f"{parts.scheme}://{host}{path}", display, auth, secrets)
 
@@ -118,13 +123,15 @@ def backend_from_url(url: str, *, timeout_s: float = 10.0, limits: Limits | None
                      tool_attribute: str | None = None,
                      request_id_attribute: str | None = None,
                      api_key: str | None = None) -> TraceBackend:
-    """A Jaeger, Tempo, Phoenix or LangSmith backend for `url`; ValueError naming the accepted
-    forms otherwise.
+    """A Jaeger, Tempo, Phoenix, LangSmith or Langfuse backend for `url`; ValueError naming the
+    accepted forms otherwise.
 
     `timeout_s`: the longest wait for a read (`limits` sets every bound at once);
     `tool_attribute` / `request_id_attribute`: as for `twice.connectors.spans.load`;
     `api_key`: LangSmith's key (None: from LANGSMITH_API_KEY; "": none, as the web app asks, so
-    the server's own key is never lent to a user of its form)."""
+    the server's own key is never lent to a user of its form); for Langfuse, None lets the keys
+    come from LANGFUSE_PUBLIC_KEY / LANGFUSE_SECRET_KEY when the URL has none, and any string
+    (the web form's) keeps to the URL's."""
     backend, endpoint = parse_url(url)
     bounds = limits or Limits(connect_s=min(5.0, timeout_s), read_s=timeout_s)
     options: dict[str, Any] = {"limits": bounds, "tool_attribute": tool_attribute,
@@ -141,6 +148,10 @@ def backend_from_url(url: str, *, timeout_s: float = 10.0, limits: Limits | None
         from twice.connectors.live.langsmith import LangSmithBackend
 
         return LangSmithBackend(endpoint, api_key=api_key, **options)
+    if backend == "langfuse":
+        from twice.connectors.live.langfuse import LangfuseBackend
+
+        return LangfuseBackend(endpoint, from_environment=api_key is None, **options)
     from twice.connectors.live.tempo import TempoBackend
 
     return TempoBackend(endpoint, **options)
@@ -280,8 +291,9 @@ def tempo_export(doc: Any) -> dict[str, Any]:
 def save_traces(docs: list[Any], backend: str, path: Path) -> None:
     """Write fetched documents so the spans connector reads them back: Jaeger ->
     `{"data": [traces]}`; Tempo -> OTLP JSON lines (one export object per trace); Phoenix ->
-    its pages of spans, one a line; LangSmith -> `{"runs": [...]}` of each trace, one a line."""
-    if backend in ("phoenix", "langsmith"):
+    its pages of spans, one a line; LangSmith -> `{"runs": [...]}` of each trace, one a line;
+    Langfuse -> `{"data": [observations], "meta": {}}` of each trace, one a line."""
+    if backend in ("phoenix", "langsmith", "langfuse"):
         data = b"".join(orjson.dumps(d) + b"\n" for d in docs)
     elif backend == "jaeger":
         data = orjson.dumps({"data": [t for d in docs for t in _jaeger_traces(d)]})

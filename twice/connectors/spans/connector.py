@@ -4,7 +4,9 @@ queue-receive rows.
 Accepted files: one OTLP export object (`{"resourceSpans": [...]}`, also wrapped in Jaeger v3's
 `{"result": ...}`, or snake_case `{"resource_spans": ...}` as Phoenix downloads it), a page of
 Phoenix's spans API (`{"data": [snake_case OTLP spans], "next_cursor": ...}`), LangSmith runs
-(`twice.connectors.spans.langsmith`: a JSON array, `{"runs": [...]}`, or a run a line), the
+(`twice.connectors.spans.langsmith`: a JSON array, `{"runs": [...]}`, or a run a line),
+Langfuse observations (`twice.connectors.spans.langfuse`: its API's `{"data": [...], "meta"}`
+pages, an array, or one a line), the
 one-object-per-line form the Collector's file exporter and
 `opentelemetry-exporter-otlp-json-file` write, a Jaeger download (`{"data": [traces]}`), a bare
 list of Jaeger traces, or JSON lines of any of these. All go through the same interpretation
@@ -26,7 +28,7 @@ import orjson
 from twice.connectors.base import LoadResult, SourceError, SourceWarning, Warnings
 from twice.connectors.jsonfile import require_regular_file
 from twice.connectors.spans import fast as spans_fast
-from twice.connectors.spans import langsmith, protobuf
+from twice.connectors.spans import langfuse, langsmith, protobuf
 from twice.connectors.spans.interpret import Options, SpanRows
 from twice.connectors.spans.jaeger import jaeger_spans
 from twice.connectors.spans.model import SpanRecord
@@ -51,6 +53,9 @@ def _records(doc: Any, origin: str, warnings: list[SourceWarning]) -> list[SpanR
     runs = langsmith.runs_of(doc)
     if runs is not None:
         return langsmith.langsmith_spans(runs, origin, warnings)
+    observations = langfuse.observations_of(doc)
+    if observations is not None:
+        return langfuse.langfuse_spans(observations, origin, warnings)
     if isinstance(doc, dict):
         if isinstance(doc.get("result"), dict) and "resourceSpans" in doc["result"]:
             doc = doc["result"]  # Jaeger's api_v3 wraps OTLP in {"result": ...}
@@ -122,7 +127,8 @@ def parse_spans(
             if not add(rec):
                 repeated += 1
     if any_document and not recognised:
-        raise SourceError(origin, "no OTLP JSON, Jaeger JSON or LangSmith runs found")
+        raise SourceError(origin, "no OTLP JSON, Jaeger JSON, LangSmith runs or Langfuse "
+                                  "observations found")
     if repeated:
         warnings.append(SourceWarning(
             origin, f"{repeated} span(s) appear more than once (same trace and span id); "
@@ -195,6 +201,9 @@ def sniff(path: Path, head: bytes) -> bool:
         return True
     if b'"run_type"' in head and b'"start_time"' in head and b'"id"' in head:
         return True  # LangSmith runs
+    if b'"traceId"' in head and b'"startTime"' in head and (
+            b'"projectId"' in head or b'"parentObservationId"' in head):
+        return True  # Langfuse observations (its API's pages)
     if b'"span_id"' in head and b'"trace_id"' in head and b'"start_time_unix_nano"' in head:
         return True  # Phoenix's spans API (`{"data": [spans]}`), snake_case OTLP
     return b'"traceID"' in head and b'"spanID"' in head and b'"spans"' in head

@@ -1,8 +1,11 @@
 """Sweeps: every stored sweep (`?sweep=all`), and one sweep's duplicates (`?sweep=ID`),
-each with a link that opens its saved investigation on the verdict.
+each with a link that opens its saved investigation on the verdict. A sweep of a folder whose
+manifest says a source failed (or cannot be read) is partial, as `twice sweep` says: its status
+in the list, a warning and the failed sources on its page.
 
-Evidence text (customer ids, sources) is shown in dataframes only, never inside markdown, and
-through `shown_frame` (control and bidi characters named, not obeyed).
+Evidence text (customer ids, sources, a failed source's error) is shown in dataframes through
+`shown_frame` (control and bidi characters named, not obeyed), or inside markdown through
+`md_text` (no markup, no links), never as it is.
 """
 
 from __future__ import annotations
@@ -15,11 +18,11 @@ import streamlit as st
 from twice.formats import money
 from twice.store import Store, StoreError, valid_id
 from twice.store.links import ViewState, link
-from twice.store.sweeps import SweepGroup, get_sweep, list_sweeps, sweep_groups
-from twice.sweep.report import totals
+from twice.store.sweeps import SweepGroup, SweepRecord, get_sweep, list_sweeps, sweep_groups
+from twice.sweep.report import partial, totals
 from twice.web.cache import get_store
 from twice.web.problems import store_problem
-from twice.web.text import shown_frame
+from twice.web.text import md_text, shown_frame
 
 
 def sweep_link(sweep_id: str) -> str:
@@ -41,6 +44,12 @@ def group_frame(groups: Sequence[SweepGroup]) -> pd.DataFrame:
                                  "customer", "tool", "attempts", "open"])
 
 
+def status(record: SweepRecord) -> str:
+    """`finished` or `unfinished`, and `partial` when a swept folder's source failed."""
+    done = "finished" if record.finished else "unfinished"
+    return f"{done} · partial" if partial(record) else done
+
+
 def _all(store: Store) -> None:
     st.title("Sweeps")
     st.caption("Every duplicate in a month of evidence: `twice sweep DIR --chunk 1d` runs one "
@@ -54,8 +63,13 @@ def _all(store: Store) -> None:
         "from": s.params["since"], "until": s.params["until"],
         "chunks": f"{s.chunks_done}/{s.chunks_total}", "groups": s.group_count,
         "money at risk": money(totals(sweep_groups(store, s.id))["money_at_risk"]),
-        "status": "finished" if s.finished else "unfinished", "open": sweep_link(s.id),
+        "status": status(s), "open": sweep_link(s.id),
     } for s in sweeps])
+    partial_ids = [s.id for s in sweeps if partial(s)]
+    if partial_ids:
+        st.warning(f"Partial: {len(partial_ids)} sweep(s) read a folder whose sources did not "
+                   f"all load ({md_text(', '.join(partial_ids))}); open one to see which "
+                   "failed.")
     st.dataframe(shown_frame(table), hide_index=True, width="stretch", column_config={
         "open": st.column_config.LinkColumn("open", display_text="open")})
 
@@ -73,6 +87,13 @@ def _one(store: Store, sweep_id: str) -> None:
     st.caption(f"{record.params['since']} .. {record.params['until']} · "
                f"{record.chunks_done}/{record.chunks_total} chunks · {state} · "
                f"{t['groups']} duplicate groups · money at risk {money(t['money_at_risk'])}")
+    if partial(record):
+        errors = [str(e) for e in record.params.get("errors", [])]
+        st.warning("Partial: a swept folder says some of its sources failed (its "
+                   "`twice-manifest.json`), or its manifest could not be read; duplicates "
+                   "those sources held are not here.")
+        for error in errors:
+            st.markdown(f"- failed: {md_text(error)}")
     by_layer = pd.DataFrame([{"layer": layer, "groups": row["groups"],
                               "money at risk": money(row["money_at_risk"])}
                              for layer, row in t["by_layer"].items()],
