@@ -75,7 +75,7 @@ def reemission_pairs(timeline: pd.DataFrame) -> list[tuple[str, str]]:
     # the rows that say the whole intent (a tool span may name its call without the thread or
     # the arguments: the checkpoint's row of that call says them)
     calls = calls.dropna(subset=intent).sort_values("at_aligned").drop_duplicates("tool_call_id")
-    calls = calls.sort_values([*intent, "at_aligned"], kind="stable")
+    calls = _sorted_by(calls, [*intent, "at_aligned"])
     if len(calls) < 2:
         return []
     same = np.ones(len(calls) - 1, dtype=bool)
@@ -86,6 +86,23 @@ def reemission_pairs(timeline: pd.DataFrame) -> list[tuple[str, str]]:
     earlier, later = ids[:-1][same], ids[1:][same]
     failed = call_failed(timeline, pd.Series(earlier, dtype=object))
     return list(zip(earlier[failed], later[failed], strict=True))
+
+
+def _sorted_by(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """`frame.sort_values(columns, kind="stable")` for text columns and a time last, none of
+    them missing, sorted by Arrow (pandas would factorize every text value first). Arrow
+    compares text as UTF-8 bytes, which orders as Python orders code points."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        table = pa.table({c: pa.array(frame[c].to_numpy(dtype=object), type=pa.large_string())
+                          for c in columns[:-1]} | {columns[-1]: pa.array(
+            frame[columns[-1]].to_numpy(dtype="datetime64[ns]").view(np.int64))})
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError):
+        return frame.sort_values(columns, kind="stable")
+    order = pc.sort_indices(table, sort_keys=[(c, "ascending") for c in columns])
+    return frame.take(order.to_numpy())
 
 
 def call_failed(timeline: pd.DataFrame, calls: pd.Series) -> np.ndarray:

@@ -14,6 +14,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from twice.grouping import FAILED_OUTCOMES
@@ -131,10 +132,29 @@ class Context:
     def of_thread(self, table: str, thread: str) -> pd.DataFrame:
         """The rows of `receives` or `checkpoints` for one thread, in their order."""
         frame: pd.DataFrame = getattr(self, table)
-        if table not in self._thread_rows:
-            self._thread_rows[table] = frame.groupby("thread_id", sort=False).indices
-        rows = self._thread_rows[table].get(thread)
+        rows = self._rows_of(table, thread)
         return frame.iloc[rows] if rows is not None else frame.iloc[:0]
+
+    def _rows_of(self, table: str, thread: str) -> np.ndarray | None:
+        if table not in self._thread_rows:
+            frame: pd.DataFrame = getattr(self, table)
+            self._thread_rows[table] = frame.groupby("thread_id", sort=False).indices
+        return self._thread_rows[table].get(thread)
+
+    @cached_property
+    def _checkpoint_ns(self) -> tuple[np.ndarray, np.ndarray]:
+        """The checkpoints' `at_aligned` as int ns, and which are times (not NaT)."""
+        at = self.checkpoints["at_aligned"]
+        return at.to_numpy(dtype="datetime64[ns]").view(np.int64), at.notna().to_numpy()
+
+    def checkpoint_times(self, thread: str) -> tuple[np.ndarray, np.ndarray]:
+        """`at_aligned` (int ns) of one thread's checkpoints, in `of_thread`'s order, and which
+        are times: compared as numbers, a thread's rows are read without a pandas filter."""
+        ns, ok = self._checkpoint_ns
+        rows = self._rows_of("checkpoints", thread)
+        if rows is None:
+            return ns[:0], ok[:0]
+        return ns[rows], ok[rows]
 
     def result(self, tool_call_id: object) -> pd.Series | None:
         if not isinstance(tool_call_id, str) or tool_call_id not in self.results.index:
@@ -398,18 +418,24 @@ class Pair:
         # (a checkpointed call whose thread is missing says nothing of this thread)
         if call is None or _s(call["thread_id"]) != thread:
             return None
-        ck = ctx.of_thread("checkpoints", thread)
-        held = ck[ck["at_aligned"] <= call["at_aligned"]]
-        if held.empty:
+        # the thread's checkpoints as times in ns (a NaT is no time: it holds and follows
+        # nothing, as pandas compares it)
+        t, ok = ctx.checkpoint_times(thread)
+        if pd.isna(call["at_aligned"]):
             return None
-        first = held.iloc[-1]
+        held = np.flatnonzero(ok & (t <= call["at_aligned"].value))
+        if not len(held):
+            return None
+        ck = ctx.of_thread("checkpoints", thread)
+        first = ck.iloc[held[-1]]
         result = ctx.result(self.call_a)
-        later = ck[ck["at_aligned"] > first["at_aligned"]]
+        later = ok & (t > t[held[-1]])
         if result is not None:
-            done = later[later["at_aligned"] >= result["at_aligned"]]
-            last = done.iloc[0] if len(done) else None
+            done = np.flatnonzero(later & (t >= result["at_aligned"].value)) \
+                if not pd.isna(result["at_aligned"]) else held[:0]
         else:
-            last = later.iloc[0] if len(later) else None
+            done = np.flatnonzero(later)
+        last = ck.iloc[done[0]] if len(done) else None
         lines = [f"thread {thread}'s checkpoints: tool call {self.call_a} is in {_step(first)} "
                  f"({_at(first['at_aligned'])})"]
         if last is None:
@@ -419,8 +445,7 @@ class Pair:
         what = "its result" if result is not None else "the next one"
         gap = (last["at_aligned"] - first["at_aligned"]).total_seconds()
         lines[0] += f", {what} in {_step(last)} ({_at(last['at_aligned'])}), {fmt_gap(gap)} later"
-        between = ck[(ck["at_aligned"] > first["at_aligned"])
-                     & (ck["at_aligned"] < last["at_aligned"])]
+        between = ck.iloc[np.flatnonzero(later & (t < t[done[0]]))]
         wa, wb = _s(first["worker"]), _s(last["worker"])
         if wa and wb and wa != wb and ctx.checkpoint_workers:
             lines.append(f"{_step(first)} was written by {wa} and {_step(last)} by {wb}: a "

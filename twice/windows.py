@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from twice.matching import CONTENT, known, ns
-from twice.timeline import Kind
+from twice.timeline import Kind, positions
 
 
 def span_end(frame: pd.DataFrame) -> pd.Series:
@@ -93,8 +93,17 @@ def http_spans(timeline: pd.DataFrame, same_worker: bool = False) -> pd.DataFram
         http = http.assign(host=http["worker"].fillna("").astype(object))
         tools = tools.assign(host=tools.pop("worker").fillna("").astype(object))
         keys = ["parent_span_id", "host"], ["tool_span_id", "tool_host"]
-    http = http.merge(tools.rename(columns=lambda c: f"tool_{c}"),
-                      left_on=keys[0], right_on=keys[1], how="left")
+    tools = tools.rename(columns=lambda c: f"tool_{c}")
+    if not same_worker and not tools["tool_span_id"].duplicated().any():
+        # each HTTP span has at most one tool span above it: its row found by position (a
+        # left merge, without hashing every id twice)
+        pos = positions(tools["tool_span_id"], http["parent_span_id"])
+        http = http.reset_index(drop=True)
+        http = pd.concat([http, pd.DataFrame({
+            c: pd.Series(tools[c].array.take(pos, allow_fill=True)) for c in tools.columns})],
+            axis=1)
+    else:
+        http = http.merge(tools, left_on=keys[0], right_on=keys[1], how="left")
     if same_worker:
         http = http.drop(columns=["host", "tool_host"])
     http = http.assign(
