@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from twice.matching import NS, agree, best_offset, ns, stab, whole_seconds
-from twice.timeline import Kind
+from twice.timeline import Kind, positions
 from twice.windows import frame, http_spans, provider_content, span_end, tool_windows
 
 MAX_OFFSET_S = 300.0  # clocks further apart than this are not searched
@@ -68,9 +68,10 @@ def checkpoint_offset(timeline: pd.DataFrame) -> ClockOffset | None:
     ended = spans[spans["end"].notna() & spans["tool_call_id"].notna()]
     if not results.empty and not ended.empty:
         last = ended.sort_values("end").drop_duplicates("tool_call_id", keep="last")
-        pairs = results[["tool_call_id", "at"]].merge(last[["tool_call_id", "end"]],
-                                                      on="tool_call_id")
-        diffs = (ns(pairs["at"]) - ns(pairs["end"])) / NS
+        # each result with the last-ended span of its call (an inner join by position)
+        span_of = positions(last["tool_call_id"], results["tool_call_id"])
+        found = span_of >= 0
+        diffs = (ns(results["at"])[found] - ns(last["end"])[span_of[found]]) / NS
         basis = "checkpoint with a tool result vs. the end of that tool's span"
     if not len(diffs):
         intent = ["thread_id", "tool_name", "args_fingerprint"]

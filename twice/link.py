@@ -178,32 +178,54 @@ def _apply_http(att: pd.DataFrame, matched: pd.DataFrame, http: pd.DataFrame, *,
     if matched.empty:
         return
     idx = matched.index
-    att.loc[idx, "http_span_id"] = matched["span_id"].to_numpy()
-    att.loc[idx, "http_parent"] = matched["parent_span_id"].astype(object).where(
-        matched["parent_span_id"].notna(), None).to_numpy()
-    links = att.loc[idx, "link"]
-    att.loc[idx, "link"] = links.where(links.notna(), matched["link"].to_numpy())
+    pos = att.index.get_indexer(idx)
+    _put(att, pos, "http_span_id", matched["span_id"].to_numpy())
+    _put(att, pos, "http_parent", matched["parent_span_id"].astype(object).where(
+        matched["parent_span_id"].notna(), None).to_numpy())
+    _put(att, pos, "link", matched["link"].to_numpy(), only_missing=True)
     for col in ["resend_count", "proxy_attempt"]:
         att.loc[idx, col] = pd.array(matched[col].to_numpy(), dtype="Int64")
     sure = np.ones(len(matched), dtype=bool) if trusted else \
         matched["content"].astype(bool).to_numpy()
-    att.loc[idx[sure], "worker"] = matched["worker"].to_numpy()[sure]
-    att.loc[idx, "trace_id"] = matched["trace_id"].astype(object).where(
-        matched["trace_id"].notna(), None).to_numpy()
+    _put(att, pos[sure], "worker", matched["worker"].to_numpy()[sure])
+    _put(att, pos, "trace_id", matched["trace_id"].astype(object).where(
+        matched["trace_id"].notna(), None).to_numpy())
     tool_span = matched["tool_span_id"].where(matched["tool_span_id"].notna(), None)
-    att.loc[idx, "tool_span_id"] = tool_span.to_numpy()
+    _put(att, pos, "tool_span_id", tool_span.to_numpy())
     for col in ["tool_call_id", "thread_id"]:
-        have = att.loc[idx, col]
-        att.loc[idx, col] = have.where(have.notna(), matched[col].to_numpy())
+        _put(att, pos, col, matched[col].to_numpy(), only_missing=True)
     if "idempotency_key" in http:
         # the key the client span saw on the wire, where the provider's records do not say
         # (stripe logs tail, events before 2017-05-25); a span found by time alone is one only
         # this attempt can have sent (`_link_http_windows`)
         seen = pd.Series(http["idempotency_key"].array.take(
             _span_positions(http, matched["span_id"]), allow_fill=True))
-        fill = att.loc[idx, "idempotency_key"].isna().to_numpy() & \
-            ~att.loc[idx, "key_recorded"].astype(bool).to_numpy() & seen.notna().to_numpy()
-        att.loc[idx[fill], "idempotency_key"] = seen.to_numpy()[fill]
+        fill = att["idempotency_key"].isna().to_numpy()[pos] & \
+            ~att["key_recorded"].astype(bool).to_numpy()[pos] & seen.notna().to_numpy()
+        _put(att, pos[fill], "idempotency_key", seen.to_numpy()[fill])
+
+
+def _put(att: pd.DataFrame, pos: np.ndarray, col: str, values: np.ndarray, *,
+         only_missing: bool = False) -> None:
+    """`att.loc[rows, col] = values` by position, for a column of Python objects (all the link
+    columns are): one array write instead of pandas' label indexing per call. With
+    `only_missing`, a value is written only where the column has none."""
+    if att[col].dtype != object:
+        rows = att.index[pos]
+        if only_missing:
+            have = att.loc[rows, col]
+            values = have.where(have.notna(), values).to_numpy()
+        att.loc[rows, col] = values
+        return
+    column = att[col].to_numpy(dtype=object, copy=True)
+    new = np.asarray(values, dtype=object)
+    if only_missing:
+        have = column[pos]
+        missing = pd.isna(have)
+        have[missing] = new[missing]
+        new = have
+    column[pos] = new
+    att[col] = column
 
 
 def _candidates(att: pd.DataFrame, need: pd.Series, windows: pd.DataFrame, tol_ns: int,
