@@ -17,19 +17,18 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
 from twice.connectors.base import SourceError, SourceWarning
-from twice.connectors.checkpoints.decode import (
-    REFUSED,
-    BlobDecoder,
-    CheckpointRecord,
-    Window,
-    WriteRecord,
-)
+from twice.connectors.checkpoints.blobs import REFUSED
+from twice.connectors.checkpoints.parse import CheckpointRecord, WriteRecord
+from twice.connectors.checkpoints.times import Window
 from twice.connectors.jsonfile import MAX_FILE_BYTES, require_regular_file
+
+if TYPE_CHECKING:
+    from twice.connectors.checkpoints.decode import BlobDecoder
 
 _CHECKPOINT_COLUMNS = {"thread_id", "checkpoint_ns", "checkpoint_id", "type", "checkpoint",
                        "metadata"}
@@ -42,6 +41,8 @@ _CHECKPOINT_SELECT = ("SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.t
 def read_sqlite(
     path: Path, window: Window, warnings: list[SourceWarning]
 ) -> tuple[list[CheckpointRecord], list[WriteRecord]]:
+    from twice.connectors.checkpoints.decode import BlobDecoder  # LangGraph's serializer
+
     source = str(path)
     _check_file(path)
     with open_evidence(path, warnings) as conn:
