@@ -7,6 +7,10 @@ in the ext records too, only when its bytes could hold that many).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from twice.connectors.base import SourceWarning
+
 MAX_BLOB_BYTES = 32 * 2**20
 MAX_BLOB_CONTAINERS = 1_000_000
 _NOT_CONTAINER = bytes(b for b in range(256) if not (0x80 <= b <= 0x9F or 0xDC <= b <= 0xDF
@@ -87,3 +91,11 @@ def msgpack_array_header(count: int) -> bytes:
     if count < 1 << 16:
         return b"\xdc" + count.to_bytes(2, "big")
     return b"\xdd" + count.to_bytes(4, "big")
+
+
+def blocked_warnings(source: str, blocked: Iterable[tuple[str, str]]) -> list[SourceWarning]:
+    """One warning per class a source's blobs name that LangGraph's allow-list does not hold."""
+    return [SourceWarning(source, f"blobs name the type {module}.{name}, which is not on "
+                                  "LangGraph's safe allow-list; it was not constructed (its raw "
+                                  "fields were kept)")
+            for module, name in sorted(blocked)]

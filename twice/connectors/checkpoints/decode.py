@@ -24,6 +24,7 @@ from twice.connectors.checkpoints.blobs import (
     MAX_BLOB_CONTAINERS,
     REFUSED,
     Refused,
+    blocked_warnings,
     msgpack_array_head,
     msgpack_array_header,
     too_many_containers,
@@ -118,12 +119,8 @@ class BlobDecoder:
     def __exit__(self, *exc: object) -> None:
         if self._unregister is not None:
             self._unregister()
-        for module, name in sorted(self._blocked):
-            self.warnings.append(SourceWarning(
-                self.source,
-                f"blobs name the type {module}.{name}, which is not on LangGraph's safe "
-                "allow-list; it was not constructed (its raw fields were kept)",
-            ))
+        self.warnings.extend(blocked_warnings(
+            self.source, {(str(m), str(n)) for m, n in self._blocked}))
 
     def decode(self, type_: str | None, blob: bytes | memoryview | None, where: str) -> Any:
         if type_ is None or type_ in _EMPTY_TYPES or blob is None and type_ != "null":

@@ -102,11 +102,11 @@ def calls_of(value: Any, problems: list[str]) -> list[ToolCallFact]:
         return []
     calls = []
     for tc in value:
-        if not isinstance(tc, Mapping):
+        if type(tc) is not dict and not isinstance(tc, Mapping):
             problems.append(f"a tool call is {_kind(tc)}, not an object; skipped")
             continue
         fn = tc.get("function")
-        if isinstance(fn, Mapping):  # OpenAI shape
+        if fn is not None and isinstance(fn, Mapping):  # OpenAI shape
             name, args = fn.get("name"), _openai_args(fn.get("arguments"))
         else:
             name, args = tc.get("name"), tc.get("args")
@@ -163,6 +163,8 @@ def _kind(value: Any) -> str:
 def deep_enough(value: Any, limit: int = MAX_NESTING) -> bool:
     """True when `value` (decoded JSON or msgpack) nests no deeper than `limit`: what is read
     out of it level by level (canonical JSON, fingerprints) then cannot run out of stack."""
+    if type(value) is dict and limit > 0 and not any(map(_nests, value.values())):
+        return True  # (the usual arguments: one object of plain values)
     stack = [(value, 0)]
     while stack:
         item, depth = stack.pop()
@@ -177,6 +179,13 @@ def deep_enough(value: Any, limit: int = MAX_NESTING) -> bool:
         stack.extend((child, depth + 1) for child in children
                      if isinstance(child, Mapping | list | tuple))
     return True
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None), bytes})
+
+
+def _nests(value: Any) -> bool:
+    return type(value) not in _PLAIN
 
 
 _TIMEOUT = re.compile(r"time[d]?[\s_-]?out|timeout", re.I)

@@ -14,12 +14,12 @@ from __future__ import annotations
 import hashlib
 import operator
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 
 from twice.connectors.base import LoadResult, SourceWarning, Warnings, fits_int64
 from twice.connectors.checkpoints.facts import Facts, ToolCallFact, ToolResultFact, outcome_of
@@ -45,6 +45,10 @@ DETAIL_CHARS = 300
 _CANONICAL_TS = re.compile(
     r"20[0-9][0-9]-(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])T(?:[01][0-9]|2[0-3])"
     r":[0-5][0-9]:[0-5][0-9]\.[0-9]{6}\+00:00").fullmatch
+_DUMMY_TS = "2000-01-01T00:00:00.000000+00:00"  # stands for a `ts` read one by one
+_TEXT = pa.large_string()
+_CHECKPOINT, _TOOL_CALL, _TOOL_RESULT = (Kind.CHECKPOINT.value, Kind.TOOL_CALL.value,
+                                         Kind.TOOL_RESULT.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,36 +128,14 @@ class Parser:
         # a time window decides which rows are emitted, so then each `at` is read at once
         self.timed = window.since_ns is not None or window.until_ns is not None
         # Bases: one per checkpoint read (and per write whose checkpoint is gone), the fields
-        # a checkpoint's rows share. A base's time is its canonical `ts` text (read at the end
-        # for all), else `b_ts_ns` read at once (None: the id's time).
-        self.b_thread: list[str] = []
-        self.b_ns: list[str] = []
-        self.b_cid: list[str] = []
-        self.b_step: list[int | None] = []
-        self.b_worker: list[str | None] = []
-        self.b_ts_text: list[str | None] = []
-        self.b_ts_ns: list[int | None] = []
-        self.b_at: list[int | None] = []  # the time, when `timed`
-        self.b_checkpoint: list[bool] = []  # a checkpoint's base (not a write's)
-        # checkpoint rows: base, origin, metadata source, position among all rows
-        self.c_base: list[int] = []
-        self.c_origin: list[str] = []
-        self.c_name: list[str | None] = []
-        self.c_seq: list[int] = []
-        # tool_call / tool_result rows
-        self.e_base: list[int] = []
-        self.e_kind: list[str] = []
-        self.e_origin: list[str] = []
-        self.e_call_id: list[str] = []
-        self.e_tool_name: list[str | None] = []
-        self.e_args: list[str | None] = []
-        self.e_fingerprint: list[str | None] = []
-        self.e_subject: list[str | None] = []
-        self.e_amount: list[int | None] = []
-        self.e_currency: list[str | None] = []
-        self.e_outcome: list[str | None] = []
-        self.e_detail: list[str | None] = []
-        self.e_seq: list[int] = []
+        # a checkpoint's rows share, as one tuple (see `_BASE`). A base's `ts` is its canonical
+        # text (read with the column at the end), else `_DUMMY_TS` and its time in `exact_ts`
+        # (None: unreadable, the id's time is used).
+        self.bases: list[tuple[Any, ...]] = []
+        self.exact_ts: dict[int, int | None] = {}
+        self.orphans: list[int] = []  # bases of writes whose checkpoint is gone
+        # tool_call / tool_result rows, one tuple each (see `_EVENT`)
+        self.events: list[tuple[Any, ...]] = []
         self.rows = 0
         self.at_of: dict[tuple[str, str, str], int] | None = None  # built at the first write
         self.called: dict[tuple[str, str], str | None] = {}
@@ -193,9 +175,10 @@ class Parser:
                    metadata: Any, values: Mapping[Any, Any], context_only: bool = False) -> None:
         if thread_id != self.thread:
             self._enter_thread(thread_id)
-        origin = self.origin(thread_id, ns, checkpoint_id)
+        origin = f"{self.source}#{thread_id}/{ns}/{checkpoint_id}" if ns else \
+            f"{self.source}#{thread_id}/{checkpoint_id}"
         ts_text = ts if type(ts) is str and _CANONICAL_TS(ts) else None
-        ts_ns = at = None
+        at = None
         if ts_text is None or self.timed:
             ts_ns = parse_ts(ts)
             at = ts_ns if ts_ns is not None else uuid6_time_ns(checkpoint_id)
@@ -204,20 +187,20 @@ class Parser:
                     origin, "checkpoint has no readable `ts` and its id is not a UUIDv6 (times "
                             "outside 2000-2100 are not read); skipped"))
                 return
-            if ts_text is not None:
-                ts_ns = None  # read with the column
-        meta = metadata if isinstance(metadata, Mapping) else {}
-        base = len(self.b_thread)
-        self._base(thread_id, ns, checkpoint_id, _int(meta.get("step")), _worker(meta),
-                   ts_text, ts_ns, at, True)
+            if ts_text is None:
+                self.exact_ts[len(self.bases)] = ts_ns
+        meta = metadata if type(metadata) is dict or isinstance(metadata, Mapping) else {}
         emit = not context_only and (not self.timed or self.window.contains(at))  # type: ignore[arg-type]
+        base = len(self.bases)
         if emit:
             source = meta.get("source")
-            self.c_base.append(base)
-            self.c_origin.append(origin)
-            self.c_name.append(source if isinstance(source, str) else None)
-            self.c_seq.append(self.rows)
+            self.bases.append((thread_id, ns, checkpoint_id, _int(meta.get("step")),
+                               _worker(meta), ts_text or _DUMMY_TS, at, origin,
+                               source if isinstance(source, str) else None, self.rows))
             self.rows += 1
+        else:
+            self.bases.append((thread_id, ns, checkpoint_id, _int(meta.get("step")),
+                               _worker(meta), ts_text or _DUMMY_TS, at, origin, None, -1))
         unwrap = self.reader.unwrap
         for channel, value in values.items():
             value = unwrap(value)
@@ -225,39 +208,28 @@ class Parser:
                 value = self._new_items((ns, channel), value)
             self._messages(value, base, origin, emit)
 
-    def _base(self, thread_id: str, ns: str, checkpoint_id: str, step: int | None,
-              worker: str | None, ts_text: str | None, ts_ns: int | None, at: int | None,
-              checkpoint: bool) -> None:
-        self.b_thread.append(thread_id)
-        self.b_ns.append(ns)
-        self.b_cid.append(checkpoint_id)
-        self.b_step.append(step)
-        self.b_worker.append(worker)
-        self.b_ts_text.append(ts_text)
-        self.b_ts_ns.append(ts_ns)
-        self.b_at.append(at)
-        self.b_checkpoint.append(checkpoint)
-
     def write(self, thread_id: str, ns: str, checkpoint_id: str, value: Any) -> None:
         if thread_id != self.thread:
             self._enter_thread(thread_id)
         if self.at_of is None:
-            self.at_of = {key: i for i, key in enumerate(zip(self.b_thread, self.b_ns,
-                                                             self.b_cid, strict=True))}
+            self.at_of = {b[:3]: i for i, b in enumerate(self.bases)}
         base = self.at_of.get((thread_id, ns, checkpoint_id))
         origin = self.origin(thread_id, ns, checkpoint_id) + "/writes"
         if base is None:  # writes whose checkpoint is gone: the id still tells the time
             at = uuid6_time_ns(checkpoint_id)
             if at is None:
                 return
-            base = len(self.b_thread)
-            self._base(thread_id, ns, checkpoint_id, None, None, None, None, at, False)
-        at = self.b_at[base]
+            base = len(self.bases)
+            self.exact_ts[base] = None
+            self.orphans.append(base)
+            self.bases.append((thread_id, ns, checkpoint_id, None, None, _DUMMY_TS, at, origin,
+                               None, -1))
+        at = self.bases[base][6]
         self._messages(value, base, origin,
                        not self.timed or self.window.contains(at))  # type: ignore[arg-type]
 
     def _messages(self, value: Any, base: int, origin: str, emit: bool) -> None:
-        thread_id = self.b_thread[base]
+        thread_id = self.bases[base][0]
         scanned = self.scanned
         for msg in self.reader.messages(value):
             if id(msg) in scanned:
@@ -282,19 +254,8 @@ class Parser:
                 if emit:
                     self._result_row(result, base, origin, self.called.get(key))
 
-    def _event(self, kind: str, base: int, origin: str, call_id: str,
-               tool_name: str | None) -> None:
-        self.e_kind.append(kind)
-        self.e_base.append(base)
-        self.e_origin.append(origin)
-        self.e_call_id.append(call_id)
-        self.e_tool_name.append(tool_name)
-        self.e_seq.append(self.rows)
-        self.rows += 1
-
     def _call_row(self, call: ToolCallFact, base: int, origin: str) -> None:
         args = call.args
-        self._event(Kind.TOOL_CALL.value, base, origin, call.tool_call_id, call.tool_name)
         text = fp = subject = amount = currency = None
         if args is not None:
             text = canonical_json(args)
@@ -309,102 +270,122 @@ class Parser:
             value = args.get("currency")
             if isinstance(value, str):
                 currency = value.lower()
-        self.e_args.append(text)
-        self.e_fingerprint.append(fp)
-        self.e_subject.append(subject)
-        self.e_amount.append(amount)
-        self.e_currency.append(currency)
-        self.e_outcome.append(None)
-        self.e_detail.append(None)
+        self.events.append((base, _TOOL_CALL, origin, call.tool_call_id, call.tool_name, text,
+                            fp, subject, amount, currency, None, None, self.rows))
+        self.rows += 1
 
     def _result_row(self, result: ToolResultFact, base: int, origin: str,
                     called_name: str | None) -> None:
-        self._event(Kind.TOOL_RESULT.value, base, origin, result.tool_call_id,
-                    result.tool_name or called_name)
-        self.e_args.append(None)
-        self.e_fingerprint.append(None)
-        self.e_subject.append(None)
-        self.e_amount.append(None)
-        self.e_currency.append(None)
-        self.e_outcome.append(outcome_of(result))
-        self.e_detail.append(result.content[:DETAIL_CHARS])
+        self.events.append((base, _TOOL_RESULT, origin, result.tool_call_id,
+                            result.tool_name or called_name, None, None, None, None, None,
+                            outcome_of(result), result.content[:DETAIL_CHARS], self.rows))
+        self.rows += 1
 
-    def _times(self) -> tuple[np.ndarray, np.ndarray]:
+    def _times(self, cids: tuple[str, ...], texts: tuple[str, ...]
+               ) -> tuple[np.ndarray, np.ndarray]:
         """Every base's time (ns), and where a checkpoint's `ts` is more than 1 s from its
         id's time."""
-        n = len(self.b_thread)
-        ts = np.zeros(n, dtype=np.int64)
-        has_ts = np.zeros(n, dtype=bool)
-        texts = [(i, t) for i, t in enumerate(self.b_ts_text) if t is not None]
-        if texts:
-            where, text = zip(*texts, strict=True)
-            ts[list(where)] = ts_column_ns(list(text))
-            has_ts[list(where)] = True
-        exact = [(i, v) for i, v in enumerate(self.b_ts_ns) if v is not None]
-        if exact:
-            where, values = zip(*exact, strict=True)
-            ts[list(where)] = values
-            has_ts[list(where)] = True
-        ids, has_id = uuid6_column_ns(self.b_cid)
+        ts = ts_column_ns(texts)
+        has_ts = np.ones(len(texts), dtype=bool)
+        for i, ns in self.exact_ts.items():
+            if ns is None:
+                has_ts[i] = False
+            else:
+                ts[i] = ns
+        ids, has_id = uuid6_column_ns(cids)
         at = np.where(has_ts, ts, ids)
         mismatch = has_ts & has_id & (np.abs(ts - ids) > _TS_TOLERANCE_NS)
-        return at, mismatch & np.array(self.b_checkpoint, dtype=bool)
+        mismatch[self.orphans] = False
+        return at, mismatch
 
     def result(self) -> LoadResult:
-        at, mismatch = self._times()
+        if not self.bases:
+            return LoadResult(source=name, rows=from_columns({}, 0), warnings=self.warnings)
+        thread, ns, cid, step, worker, texts, _, origin, source, seq = zip(*self.bases,
+                                                                           strict=True)
+        at, mismatch = self._times(cid, texts)
         if mismatch.any():
             first = int(np.flatnonzero(mismatch)[0])
             self.warnings.append(SourceWarning(
                 self.source,
                 f"{int(mismatch.sum())} checkpoint(s) have a `ts` more than 1 s away from the "
-                "time in their UUIDv6 id (first: "
-                f"{self.origin(self.b_thread[first], self.b_ns[first], self.b_cid[first])}); "
-                "`at` uses `ts`",
+                f"time in their UUIDv6 id (first: {origin[first]}); `at` uses `ts`",
             ))
-        return LoadResult(source=name, rows=self._frame(at), warnings=self.warnings)
-
-    def _frame(self, at: np.ndarray) -> pd.DataFrame:
-        n_c, n_e = len(self.c_base), len(self.e_base)
+        seqs = np.array(seq, dtype=np.int64)
+        rows = np.flatnonzero(seqs >= 0)  # the bases that are checkpoint rows
+        events = list(zip(*self.events, strict=True)) if self.events else [()] * 13
+        e_base, kind, e_origin, call_id, tool_name, args, fp, subject, amount, currency, \
+            outcome, detail, e_seq = events
+        n_c, n_e = len(rows), len(e_base)
         n = n_c + n_e
         if not n:
-            return from_columns({}, 0)
-        base = np.array(self.c_base + self.e_base, dtype=np.int64)
-        seq = np.array(self.c_seq + self.e_seq, dtype=np.int64)
-        threads = _take(self.b_thread, base)
-        step = _take(self.b_step, base)
+            return LoadResult(source=name, rows=from_columns({}, 0), warnings=self.warnings)
+        base = np.concatenate([rows, np.array(e_base, dtype=np.int64)])
+        # rows by time, ties in the order they were found: a stable sort of the rows as found
+        order = np.lexsort((np.concatenate([seqs[rows], np.array(e_seq, dtype=np.int64)]),
+                            at[base]))
+        base = base[order]
         columns: dict[str, Any] = {
             "source": [name] * n,
             "at": at[base],
-            "kind": [Kind.CHECKPOINT.value] * n_c + self.e_kind,
-            "thread_id": threads,
-            "checkpoint_id": _take(self.b_cid, base),
-            "step": step,
-            "worker": _take(self.b_worker, base),
-            "origin": self.c_origin + self.e_origin,
-            "name": self.c_name + [None] * n_e,
-            "tool_call_id": [None] * n_c + self.e_call_id,
-            "tool_name": [None] * n_c + self.e_tool_name,
-            "args": [None] * n_c + self.e_args,
-            "args_fingerprint": [None] * n_c + self.e_fingerprint,
-            "subject": [None] * n_c + self.e_subject,
-            "amount": [None] * n_c + self.e_amount,
-            "currency": [None] * n_c + self.e_currency,
-            "outcome": [None] * n_c + self.e_outcome,
-            "detail": [None] * n_c + self.e_detail,
+            "kind": _rows([_CHECKPOINT] * n_c, kind, order),
+            "thread_id": _column(thread, base),
+            "checkpoint_id": _column(cid, base),
+            "step": _column(step, base, pa.int64()),
+            "worker": _column(worker, base),
+            "origin": _rows(_column(origin, rows), e_origin, order),
+            "name": _rows(_column(source, rows), (None,) * n_e, order),
+            "tool_call_id": _rows(n_c, call_id, order),
+            "tool_name": _rows(n_c, tool_name, order),
+            "args": _rows(n_c, args, order),
+            "args_fingerprint": _rows(n_c, fp, order),
+            "subject": _rows(n_c, subject, order),
+            "amount": _rows(n_c, amount, order, pa.int64()),
+            "currency": _rows(n_c, currency, order),
+            "outcome": _rows(n_c, outcome, order),
+            "detail": _rows(n_c, detail, order),
         }
-        frame = from_columns(columns, n)
-        # rows in the order they were found, then by time (stable): what sorting the rows
-        # as found by `at` gives
-        order = np.lexsort((seq, at[base]))
-        return frame.take(order).reset_index(drop=True)
+        return LoadResult(source=name, rows=from_columns(columns, n), warnings=self.warnings)
 
 
-def _take(values: list[Any], index: np.ndarray) -> list[Any]:
-    return list(map(values.__getitem__, index.tolist()))
+def _arrow(values: Sequence[Any], type_: pa.DataType) -> pa.Array | None:
+    try:
+        return pa.array(values, type=type_)
+    except (pa.ArrowException, OverflowError, UnicodeError):
+        return None  # (text that is no valid Unicode): `from_columns` converts the values
+
+
+def _column(values: Sequence[Any], index: np.ndarray,
+            type_: pa.DataType = _TEXT) -> pa.Array | list[Any]:
+    """`values[index]`, as an Arrow array (Python objects when Arrow cannot hold them)."""
+    array = _arrow(values, type_)
+    if array is None:
+        return np.array(values, dtype=object)[index].tolist()  # type: ignore[no-any-return]
+    return array.take(index)
+
+
+def _rows(checkpoints: Sequence[Any] | pa.Array | int, events: Sequence[Any],
+          order: np.ndarray, type_: pa.DataType = _TEXT) -> pa.Array | list[Any]:
+    """A column's values on the checkpoint rows (a count: all null) then the event rows,
+    in `order`."""
+    if isinstance(checkpoints, int):
+        first = pa.nulls(checkpoints, type_)
+    elif isinstance(checkpoints, pa.Array):
+        first = checkpoints
+    else:
+        first = _arrow(checkpoints, type_)
+    second = _arrow(events, type_)
+    if first is None or second is None:  # Python objects, for `from_columns` to convert
+        head = [None] * checkpoints if isinstance(checkpoints, int) else \
+            checkpoints.to_pylist() if isinstance(checkpoints, pa.Array) else list(checkpoints)
+        return np.array([*head, *events], dtype=object)[order].tolist()  # type: ignore[no-any-return]
+    return pa.concat_arrays([first, second]).take(order)
 
 
 def _int(value: Any) -> int | None:
     """An integer, or None: amounts are minor units, so 19.99 is not an amount we can keep."""
+    if value is None:
+        return None
     if isinstance(value, bool):
         return None
     number = None
@@ -419,6 +400,8 @@ def _int(value: Any) -> int | None:
 
 
 def _worker(meta: Mapping[str, Any]) -> str | None:
+    if meta.keys().isdisjoint(_WORKER_KEYS):
+        return None
     for key in _WORKER_KEYS:
         value = meta.get(key)
         if isinstance(value, str | int) and not isinstance(value, bool) and str(value):

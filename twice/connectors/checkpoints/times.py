@@ -4,6 +4,7 @@ of checkpoints to read. Pure Python (and numpy for whole columns), no LangGraph 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -95,50 +96,47 @@ def parse_ts(ts: Any) -> int | None:
     return ns if _MIN_NS <= ns <= _MAX_NS else None
 
 
-def ts_column_ns(texts: list[str]) -> np.ndarray:
+def ts_column_ns(texts: Sequence[str]) -> np.ndarray:
     """Unix nanoseconds of `ts` texts in LangGraph's own form (`2025-03-04T10:00:00.123456+00:00`,
     checked by the caller), read by numpy for the whole column: what `parse_ts` gives each."""
-    return np.array([t[:26] for t in texts], dtype="datetime64[us]").astype(np.int64) * 1000
+    chars = np.array(texts, dtype="U32").view(np.uint32).reshape(len(texts), 32)
+    local = np.ascontiguousarray(chars[:, :26]).view("U26").ravel()  # without the +00:00
+    return local.astype("datetime64[us]").astype(np.int64) * 1000
 
 
-# hex digit -> value (-1: not a lower-case hex digit)
-_HEX = np.full(0x80, -1, dtype=np.int64)
-_HEX[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = np.arange(16)
+# ASCII code -> hex digit value (-1: not a lower-case hex digit)
+_HEX = np.full(256, -1, dtype=np.int8)
+_HEX[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = np.arange(16, dtype=np.int8)
+_TEXT = np.ones(36, dtype=bool)
+_TEXT[[8, 13, 18, 23]] = False  # the hyphens
 _TICKS_LOW = _MIN_NS // 100 + _UUID_EPOCH_OFFSET  # the UUID times of 2000 and 2100
 _TICKS_HIGH = _MAX_NS // 100 + _UUID_EPOCH_OFFSET
 
 
-def uuid6_column_ns(ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """`uuid6_time_ns` of every id (ns, and where it is one): ids in the canonical lower-case
-    form (`1f1f1210-2f3d-6b4e-bffe-9f1eaa79dfb8`) are read by numpy for the whole column, any
-    other text one by one."""
+def uuid6_column_ns(ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """`uuid6_time_ns` of every id (ns, and where it is one). When every id is 36 ASCII
+    characters (LangGraph's ids), the canonical lower-case ones are read by numpy for the whole
+    column; every other id is read one by one."""
     n = len(ids)
     times = np.zeros(n, dtype=np.int64)
     valid = np.zeros(n, dtype=bool)
-    if not n:
-        return times, valid
     canonical = np.zeros(n, dtype=bool)
-    text = np.array(ids) if all(type(i) is str for i in ids) else None
-    if text is not None and text.dtype.kind == "U" and text.dtype.itemsize // 4 >= 36:
-        # (numpy drops a text's trailing NULs: lengths are Python's)
-        length_36 = np.fromiter(map(len, ids), dtype=np.int64, count=n) == 36
-        codes = text.view(np.uint32).reshape(n, -1)[:, :36]
-        digits = _HEX[np.minimum(codes, 0x7F)]
-        hyphen = np.zeros(36, dtype=bool)
-        hyphen[[8, 13, 18, 23]] = True
-        canonical = (length_36 & (digits[:, ~hyphen] >= 0).all(axis=1)
-                     & (codes[:, hyphen] == ord("-")).all(axis=1)
-                     & (codes[:, 14] == ord("6")) & (digits[:, 19] >= 8) & (digits[:, 19] <= 11))
-        d = digits[canonical]
+    joined = "".join(ids) if all(type(i) is str for i in ids) else ""
+    if n and len(joined) == 36 * n and joined.isascii() \
+            and (np.fromiter(map(len, ids), dtype=np.int64, count=n) == 36).all():
+        chars = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(n, 36)
+        digits = _HEX[chars]
+        canonical = ((digits[:, _TEXT] >= 0).all(axis=1)
+                     & (chars[:, ~_TEXT] == ord("-")).all(axis=1)
+                     & (chars[:, 14] == ord("6")) & (digits[:, 19] >= 8) & (digits[:, 19] <= 11))
+        d = digits[canonical].astype(np.int64)
         powers = 16 ** np.arange(7, -1, -1, dtype=np.int64)
-        time_low = d[:, 0:8] @ powers
-        time_mid = d[:, 9:13] @ powers[4:]
-        time_hi = d[:, 15:18] @ powers[5:]
-        ticks = (time_low << 28) | (time_mid << 12) | time_hi
+        ticks = ((d[:, 0:8] @ powers) << 28) | ((d[:, 9:13] @ powers[4:]) << 12) \
+            | (d[:, 15:18] @ powers[5:])
         ok = (ticks >= _TICKS_LOW) & (ticks <= _TICKS_HIGH)
-        where = np.flatnonzero(canonical)
-        times[where[ok]] = (ticks[ok] - _UUID_EPOCH_OFFSET) * 100
-        valid[where[ok]] = True
+        where = np.flatnonzero(canonical)[ok]
+        times[where] = (ticks[ok] - _UUID_EPOCH_OFFSET) * 100
+        valid[where] = True
     for i in np.flatnonzero(~canonical).tolist():
         ns = uuid6_time_ns(ids[i])
         if ns is not None:
