@@ -10,7 +10,7 @@ its raw data) with pickle off, and "pickle" blobs are refused before they reach 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -210,16 +210,13 @@ def _looks_like_message(item: Any) -> bool:
     return isinstance(item, AIMessage | ToolMessage) or is_message_dict(item)
 
 
-def messages_in(value: Any) -> Iterator[Any]:
+def messages_in(value: Any) -> list[Any]:
     """Message-like items in one channel value (a list, a single message, a delta snapshot)."""
     if isinstance(value, _DeltaSnapshot):
         value = value.value
     if isinstance(value, list | tuple):
-        for item in value:
-            if _looks_like_message(item):
-                yield item
-    elif _looks_like_message(value):
-        yield value
+        return [item for item in value if _looks_like_message(item)]
+    return [value] if _looks_like_message(value) else []
 
 
 class LangChainMessages:

@@ -30,7 +30,7 @@ from twice.connectors.checkpoints.times import (
     uuid6_column_ns,
     uuid6_time_ns,
 )
-from twice.timeline import Kind, canonical_json, fingerprint, from_columns
+from twice.timeline import COLUMNS, TEXT, Kind, canonical_json, fingerprint, from_columns
 
 name = "checkpoints"
 
@@ -82,7 +82,7 @@ class MessageReader(Protocol):
     def unwrap(self, value: Any) -> Any:
         """A channel value without its delta-snapshot wrapper."""
 
-    def messages(self, value: Any) -> Iterable[Any]:
+    def messages(self, value: Any) -> list[Any]:
         """The message-like items of a channel value (a list, a single message, a delta
         snapshot); the same message decoded from the same bytes is the same object."""
 
@@ -125,6 +125,7 @@ class Parser:
         self.window = window
         self.warnings = warnings
         self.reader = reader
+        self._unwrap, self._in, self._facts = reader.unwrap, reader.messages, reader.facts
         # a time window decides which rows are emitted, so then each `at` is read at once
         self.timed = window.since_ns is not None or window.until_ns is not None
         # Bases: one per checkpoint read (and per write whose checkpoint is gone), the fields
@@ -201,7 +202,7 @@ class Parser:
         else:
             self.bases.append((thread_id, ns, checkpoint_id, _int(meta.get("step")),
                                _worker(meta), ts_text or _DUMMY_TS, at, origin, None, -1))
-        unwrap = self.reader.unwrap
+        unwrap = self._unwrap
         for channel, value in values.items():
             value = unwrap(value)
             if isinstance(value, list | tuple):
@@ -229,14 +230,17 @@ class Parser:
                        not self.timed or self.window.contains(at))  # type: ignore[arg-type]
 
     def _messages(self, value: Any, base: int, origin: str, emit: bool) -> None:
+        messages = self._in(value)
+        if not messages:
+            return
         thread_id = self.bases[base][0]
         scanned = self.scanned
-        for msg in self.reader.messages(value):
+        for msg in messages:
             if id(msg) in scanned:
                 continue
             scanned[id(msg)] = msg
             problems: list[str] = []
-            calls, result = self.reader.facts(msg, problems)
+            calls, result = self._facts(msg, problems)
             if problems:
                 self.warnings.extend(SourceWarning(origin, f"{p}") for p in problems)
             for call in calls:
@@ -345,6 +349,9 @@ class Parser:
             "outcome": _rows(n_c, outcome, order),
             "detail": _rows(n_c, detail, order),
         }
+        for column in COLUMNS:  # (an Arrow null column is quicker for pandas than none)
+            if column.name not in columns and column.dtype == TEXT:
+                columns[column.name] = pa.nulls(n, _TEXT)
         return LoadResult(source=name, rows=from_columns(columns, n), warnings=self.warnings)
 
 

@@ -25,7 +25,6 @@ a thread.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import ormsgpack
@@ -102,16 +101,29 @@ class RawDecoder:
     def __init__(self) -> None:
         self.blocked: set[tuple[str, str]] = set()
         self.reason: str | None = None  # why it declined (ormsgpack hides a hook's exception)
-        self._memo: dict[int, dict[bytes, Any]] = {}
         self._thread: Any = _MISSING
         self._exts = 0
+        # the top-level records of this thread's blobs, by their bytes (and code, but for the
+        # pydantic models that nearly all are)
+        memo: dict[Any, Any] = {}
+        self._memo = memo
+        seen, ext = memo.get, self._ext
+
+        def top(code: int, data: bytes) -> Any:
+            key = data if code == EXT_PYDANTIC_V2 else (code, data)
+            value = seen(key, _MISSING)
+            if value is _MISSING:
+                value = memo[key] = ext(code, data)
+            return value
+
+        self._top = top
 
     def decode(self, blob: bytes, thread_id: str) -> Any:
         """The value of a msgpack blob of `thread_id`'s (the same ext bytes give the same
         object until the thread changes: message identity only matters within a thread)."""
         if thread_id != self._thread:
             self._thread = thread_id
-            self._memo = {}
+            self._memo.clear()
         try:
             return ormsgpack.unpackb(blob, ext_hook=self._top, option=_OPTION)
         except Exception as exc:
@@ -119,15 +131,6 @@ class RawDecoder:
                                          f"({type(exc).__name__}: {exc})") from None
         finally:
             self.reason = None
-
-    def _top(self, code: int, data: bytes) -> Any:
-        cache = self._memo.get(code)
-        if cache is None:
-            cache = self._memo[code] = {}
-        value = cache.get(data, _MISSING)
-        if value is _MISSING:
-            value = cache[data] = self._ext(code, data)
-        return value
 
     def _unpack(self, data: bytes) -> Any:
         return ormsgpack.unpackb(data, ext_hook=self._ext, option=_OPTION)
@@ -309,14 +312,12 @@ class RawMessages:
         return value.value if type(value) is Delta else value
 
     @staticmethod
-    def messages(value: Any) -> Iterable[Any]:
+    def messages(value: Any) -> list[Any]:
         if type(value) is Delta:
             value = value.value
         if isinstance(value, list | tuple):
             return [item for item in value if type(item) is Message or is_message_dict(item)]
-        if type(value) is Message or is_message_dict(value):
-            return (value,)
-        return ()
+        return [value] if type(value) is Message or is_message_dict(value) else []
 
     @staticmethod
     def facts(msg: Any, problems: list[str]) -> Facts:

@@ -71,19 +71,21 @@ def open_evidence(path: Path, warnings: list[SourceWarning] | None = None
     `mode=ro` is not enough: opening a WAL-mode database creates `-wal` and `-shm` files next to
     it (and fails in a read-only folder). With no `-wal` file beside it the database is complete
     in the one file, so it is opened `immutable` (SQLite then takes no locks and writes nothing).
-    A `-wal` file holds committed transactions not yet copied into the database: then the file
-    and its `-wal` are copied to a private temporary folder and the copy is read, so those
-    transactions are seen and the evidence folder is still left as it was. Only a `-wal` that
-    is a regular file, and only files within twice's size cap, are copied (a `-wal` linking to
-    /dev/zero, or a sparse 20 GiB file, would fill the disk): otherwise the database is read
-    without its `-wal`, and `warnings` says so. A `-shm` is never read (SQLite rebuilds it).
+    A `-wal` file holds committed transactions not yet copied into the database: then (unless
+    it is empty) the file and its `-wal` are copied to a private temporary folder and the copy
+    is read, so those transactions are seen and the evidence folder is still left as it was.
+    Only a `-wal` that is a regular file, and only files within twice's size cap, are copied (a
+    `-wal` linking to /dev/zero, or a sparse 20 GiB file, would fill the disk): otherwise the
+    database is read without its `-wal`, and `warnings` says so. A `-shm` is never read (SQLite
+    rebuilds it).
     """
     source = str(path)
     wal = path.with_name(path.name + "-wal")
     with tempfile.TemporaryDirectory(prefix="twice-sqlite-") as tmp:
         try:
             copy = Path(tmp) / "evidence.sqlite"
-            if os.path.lexists(wal) and _copy_wal(path, wal, copy, source, warnings):
+            if os.path.lexists(wal) and not _empty(wal) \
+                    and _copy_wal(path, wal, copy, source, warnings):
                 conn = sqlite3.connect(str(copy))
             else:
                 conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1",
@@ -95,6 +97,16 @@ def open_evidence(path: Path, warnings: list[SourceWarning] | None = None
             yield conn
         finally:
             conn.close()
+
+
+def _empty(wal: Path) -> bool:
+    """An empty `-wal` (a reader left it, or the log was checkpointed) holds no transaction:
+    the database is complete without it, and is not copied."""
+    try:
+        info = os.stat(wal)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size == 0
 
 
 def _copy_wal(path: Path, wal: Path, copy: Path, source: str,
