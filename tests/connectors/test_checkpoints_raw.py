@@ -27,7 +27,7 @@ from tests.connectors.fuzz_inputs import json_values, mutate
 from tests.connectors.fuzz_summary import fuzz_settings
 from tests.connectors.test_checkpoints import write_incident, write_sqlite
 from twice.connectors import checkpoints
-from twice.connectors.base import LoadResult, Warnings
+from twice.connectors.base import LoadResult, Warnings, redact
 from twice.connectors.checkpoints import sqlite_raw
 from twice.connectors.checkpoints.parse import parse_checkpoints
 from twice.connectors.checkpoints.sqlite import read_sqlite
@@ -446,3 +446,58 @@ def test_ts_of_a_column_are_each_ts(times: list[dt.datetime]) -> None:
     texts = [t.replace(tzinfo=dt.UTC, day=min(t.day, 28)).isoformat(timespec="microseconds")
              for t in times]
     assert ts_column_ns(texts).tolist() == [parse_ts(t) for t in texts]
+
+
+# --- PostgresSaver: the same decoding over its blob tables -----------------------------------
+
+def postgres_paths(dsn: str, window: Window) -> tuple[LoadResult, LoadResult]:
+    """(raw, LangGraph's) readings of a PostgresSaver database."""
+    from twice.connectors.checkpoints.postgres import read_postgres
+    from twice.connectors.checkpoints.rawpack import RawMessages
+
+    results = []
+    for raw in (True, False):
+        warnings = Warnings()
+        found, writes = read_postgres(dsn, window, warnings, statement_timeout_s=60, raw=raw)
+        results.append(parse_checkpoints(found, writes, dsn, window=window, warnings=warnings,
+                                         reader=RawMessages() if raw else None))
+    return results[0], results[1]
+
+
+def test_a_postgres_saver_is_read_raw_exactly_as_by_langgraph(fresh_postgres_dsn: str) -> None:
+    from tests.connectors.test_checkpoints import T1, write_postgres
+
+    write_postgres(fresh_postgres_dsn, write_incident)
+    for window in (Window(), checkpoints.make_window(["t-renewal-1"], None, None),
+                   checkpoints.make_window(None, T1, None)):
+        fast, slow = postgres_paths(fresh_postgres_dsn, window)
+        same(fast, slow)
+        assert len(fast.rows)
+
+
+def test_a_postgres_blob_the_raw_path_cannot_read_is_left_to_langgraph(
+        fresh_postgres_dsn: str) -> None:
+    from psycopg import connect
+
+    from tests.connectors.test_checkpoints import write_postgres
+    from twice.connectors.checkpoints.rawpack import Decline
+
+    write_postgres(fresh_postgres_dsn, write_incident)
+    with connect(fresh_postgres_dsn, autocommit=True) as db:
+        db.execute("UPDATE checkpoint_blobs SET blob = %s WHERE channel = 'messages' AND "
+                   "version = (SELECT min(version) FROM checkpoint_blobs "
+                   "WHERE channel = 'messages')",
+                   (ormsgpack.packb([_ext(5, [*AI, {"content": "", "tool_calls": [],
+                                                    "content_blocks": []}, "m"])]),))
+    with pytest.raises(Decline, match="content blocks"):
+        postgres_paths(fresh_postgres_dsn, Window())
+    same(checkpoints.load(fresh_postgres_dsn), postgres_langgraph_path(fresh_postgres_dsn))
+
+
+def postgres_langgraph_path(dsn: str) -> LoadResult:
+    """What the connector answered before the raw path: LangGraph's serializer."""
+    from twice.connectors.checkpoints.postgres import read_postgres
+
+    warnings = Warnings()
+    found, writes = read_postgres(dsn, Window(), warnings, statement_timeout_s=60)
+    return parse_checkpoints(found, writes, redact(dsn), warnings=warnings)

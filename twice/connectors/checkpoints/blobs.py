@@ -8,6 +8,7 @@ in the ext records too, only when its bytes could hold that many).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any, Protocol
 
 from twice.connectors.base import SourceWarning
 
@@ -15,6 +16,16 @@ MAX_BLOB_BYTES = 32 * 2**20
 MAX_BLOB_CONTAINERS = 1_000_000
 _NOT_CONTAINER = bytes(b for b in range(256) if not (0x80 <= b <= 0x9F or 0xDC <= b <= 0xDF
                                                       or 0xC7 <= b <= 0xC9 or 0xD4 <= b <= 0xD8))
+
+
+class Decoder(Protocol):
+    """What reads a saver's (type, blob) pairs: `decode.BlobDecoder` (LangGraph's serializer)
+    or `rawpack.RawBlobs`."""
+
+    warnings: list[SourceWarning]
+
+    def decode(self, type_: str | None, blob: bytes | memoryview | None, where: str) -> Any:
+        """The blob's value."""
 
 
 class Refused:
@@ -99,3 +110,27 @@ def blocked_warnings(source: str, blocked: Iterable[tuple[str, str]]) -> list[So
                                   "LangGraph's safe allow-list; it was not constructed (its raw "
                                   "fields were kept)")
             for module, name in sorted(blocked)]
+
+
+def decode_grown_list(
+    decoder: Decoder, previous: tuple[bytes, list[Any]] | None, blob: bytes, where: str
+) -> tuple[bytes, list[Any]] | None:
+    """Decode a msgpack list blob that may extend the previous version's list.
+
+    PostgresSaver stores a message channel's whole list again at every version. msgpack arrays
+    are their items' encodings back to back, so when the new blob's items start with the old
+    blob's items byte for byte, only the new tail needs decoding. Returns (items bytes, list),
+    or None when the blob is not a list extending `previous` (then decode it whole).
+    """
+    head = msgpack_array_head(blob)
+    if head is None or previous is None:
+        return None
+    count, size = head
+    old_body, old_items = previous
+    if count < len(old_items) or not blob.startswith(old_body, size):
+        return None
+    tail = decoder.decode("msgpack", msgpack_array_header(count - len(old_items))
+                          + blob[size + len(old_body):], where)
+    if not isinstance(tail, list):
+        return None
+    return blob[size:], old_items + tail

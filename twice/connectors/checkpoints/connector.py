@@ -17,10 +17,11 @@ The table readers live in `sqlite` / `postgres`; blob decoding with LangGraph's 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -79,23 +80,45 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _load(target: str | Path, window: Window, statement_timeout_s: float) -> LoadResult:
-    warnings: list[SourceWarning] = Warnings()
+    """The raw msgpack path first (`rawpack`: no LangChain object built), LangGraph's
+    serializer when it declines. A whole SqliteSaver file streams one thread at a time
+    (`sqlite_raw`); a database or a window reads the savers' tables as LangGraph's path does,
+    blobs decoded raw."""
+    from twice.connectors.checkpoints.rawpack import Decline, RawMessages
+
+    Read = Callable[[list[SourceWarning], bool], tuple[list[Any], list[Any]]]
+    read: Read
     if is_dsn(target):
         from twice.connectors.checkpoints.postgres import read_postgres
 
         source = redact(str(target))
-        checkpoints, writes = read_postgres(
-            str(target), window, warnings, statement_timeout_s=statement_timeout_s)
+
+        def read(warnings: list[SourceWarning], raw: bool) -> tuple[list[Any], list[Any]]:
+            return read_postgres(str(target), window, warnings,
+                                 statement_timeout_s=statement_timeout_s, raw=raw)
     else:
         from twice.connectors.checkpoints import sqlite_raw
-
-        source = str(target)
-        fast = sqlite_raw.load(Path(target), window, source)
-        if fast is not None:
-            return fast
         from twice.connectors.checkpoints.sqlite import read_sqlite
 
-        checkpoints, writes = read_sqlite(Path(target), window, warnings)
+        source = str(target)
+        if window.everything:
+            fast = sqlite_raw.load(Path(target), window, source)
+            if fast is not None:
+                return fast
+
+        def read(warnings: list[SourceWarning], raw: bool) -> tuple[list[Any], list[Any]]:
+            return read_sqlite(Path(target), window, warnings, raw=raw)
+
+    if not window.everything or is_dsn(target):
+        warnings: list[SourceWarning] = Warnings()
+        try:
+            checkpoints, writes = read(warnings, True)
+            return parse_checkpoints(checkpoints, writes, source, window=window,
+                                     warnings=warnings, reader=RawMessages())
+        except Decline:
+            pass  # read again, with LangGraph's serializer
+    warnings = Warnings()
+    checkpoints, writes = read(warnings, False)
     return parse_checkpoints(checkpoints, writes, source, window=window, warnings=warnings)
 
 

@@ -25,6 +25,7 @@ from twice.connectors.checkpoints.blobs import (
     REFUSED,
     Refused,
     blocked_warnings,
+    decode_grown_list,
     msgpack_array_head,
     msgpack_array_header,
     too_many_containers,
@@ -157,33 +158,6 @@ class BlobDecoder:
             self.warnings.append(SourceWarning(
                 where, f"cannot decode {type_} blob ({type(exc).__name__}: {exc}); skipped"))
             return REFUSED
-
-
-def decode_grown_list(
-    decoder: BlobDecoder, previous: tuple[bytes, list[Any]] | None, blob: bytes, where: str
-) -> tuple[bytes, list[Any]] | None:
-    """Decode a msgpack list blob that may extend the previous version's list.
-
-    PostgresSaver stores a message channel's whole list again at every version. msgpack arrays
-    are their items' encodings back to back, so when the new blob's items start with the old
-    blob's items byte for byte, only the new tail needs decoding. Returns (items bytes, list),
-    or None when the blob is not a list extending `previous` (then decode it whole).
-    """
-    head = msgpack_array_head(blob)
-    if head is None or previous is None:
-        return None
-    count, size = head
-    old_body, old_items = previous
-    if count < len(old_items) or not blob.startswith(old_body, size):
-        return None
-    tail = decoder.decode("msgpack", msgpack_array_header(count - len(old_items))
-                          + blob[size + len(old_body):], where)
-    if not isinstance(tail, list):
-        return None
-    return blob[size:], old_items + tail
-
-
-# --- messages -----------------------------------------------------------------------------
 
 
 def message_facts(msg: Any, problems: list[str] | None = None) -> Facts:

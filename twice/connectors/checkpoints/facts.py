@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -22,15 +21,13 @@ AI_KINDS = ("ai", "assistant", "AIMessage", "AIMessageChunk")
 TOOL_KINDS = ("tool", "ToolMessage")
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallFact:
+class ToolCallFact(NamedTuple):  # (a named tuple: made for every call read, so made cheaply)
     tool_call_id: str
     tool_name: str | None
     args: Any
 
 
-@dataclass(frozen=True, slots=True)
-class ToolResultFact:
+class ToolResultFact(NamedTuple):
     tool_call_id: str
     tool_name: str | None
     status: str | None

@@ -307,6 +307,7 @@ class Parser:
             return LoadResult(source=name, rows=from_columns({}, 0), warnings=self.warnings)
         thread, ns, cid, step, worker, texts, _, origin, source, seq = zip(*self.bases,
                                                                            strict=True)
+        self.bases = []  # (the columns hold what the rows held: free the rows as they go)
         at, mismatch = self._times(cid, texts)
         if mismatch.any():
             first = int(np.flatnonzero(mismatch)[0])
@@ -318,6 +319,7 @@ class Parser:
         seqs = np.array(seq, dtype=np.int64)
         rows = np.flatnonzero(seqs >= 0)  # the bases that are checkpoint rows
         events = list(zip(*self.events, strict=True)) if self.events else [()] * 13
+        self.events = []
         e_base, kind, e_origin, call_id, tool_name, args, fp, subject, amount, currency, \
             outcome, detail, e_seq = events
         n_c, n_e = len(rows), len(e_base)

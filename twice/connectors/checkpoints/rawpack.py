@@ -33,6 +33,12 @@ from langgraph.checkpoint.serde._msgpack import (  # the allow-list only (a smal
     SAFE_MSGPACK_TYPES,
 )
 
+from twice.connectors.base import SourceWarning
+from twice.connectors.checkpoints.blobs import (
+    MAX_BLOB_BYTES,
+    blocked_warnings,
+    too_many_containers,
+)
 from twice.connectors.checkpoints.facts import (
     NO_FACTS,
     Facts,
@@ -56,7 +62,6 @@ EXT_DELTA_SNAPSHOT = 7
 
 _AI = ("langchain_core.messages.ai", "AIMessage")
 _TOOL = ("langchain_core.messages.tool", "ToolMessage")
-_TOOL_KEYS = ("tool_calls", "tool_call_id")
 _OPTION = ormsgpack.OPT_NON_STR_KEYS
 
 
@@ -98,8 +103,9 @@ class RawDecoder:
     """Decodes msgpack blobs of one source; `blocked` collects the (module, name) of classes
     not on LangGraph's allow-list, as LangGraph's serde events report them."""
 
-    def __init__(self) -> None:
+    def __init__(self, per_thread: bool = True) -> None:
         self.blocked: set[tuple[str, str]] = set()
+        self._per_thread = per_thread
         self.reason: str | None = None  # why it declined (ormsgpack hides a hook's exception)
         self._thread: Any = _MISSING
         self._exts = 0
@@ -118,10 +124,11 @@ class RawDecoder:
 
         self._top = top
 
-    def decode(self, blob: bytes, thread_id: str) -> Any:
-        """The value of a msgpack blob of `thread_id`'s (the same ext bytes give the same
-        object until the thread changes: message identity only matters within a thread)."""
-        if thread_id != self._thread:
+    def decode(self, blob: bytes, thread_id: str | None = None) -> Any:
+        """The value of a msgpack blob of `thread_id`'s. The same ext bytes give the same
+        object, as with LangGraph's memoised hook: `per_thread`, until the thread changes
+        (message identity only matters within a thread: memory stays one thread's)."""
+        if self._per_thread and thread_id != self._thread:
             self._thread = thread_id
             self._memo.clear()
         try:
@@ -176,9 +183,8 @@ class RawDecoder:
 
     def _message(self, code: int, cls: tuple[str, str], payload: Any, nested: bool,
                  data: bytes) -> Any:
-        name = ".".join(cls)
         if code != EXT_PYDANTIC_V2 or type(payload) is not dict or not _text_keys(payload):
-            raise self._decline(f"a {name} not stored as a pydantic model's fields")
+            raise self._decline(f"a {'.'.join(cls)} not stored as a pydantic model's fields")
         if cls == _AI:
             if nested:
                 raise self._decline("an AIMessage holding ext records")
@@ -188,9 +194,9 @@ class RawDecoder:
                 raise self._decline("a ToolMessage holding ext records")
             return _tool_message(payload, self)
         if cls[1].startswith(("AIMessage", "ToolMessage")):  # the chunks: LangChain rebuilds
-            raise self._decline(f"a {name}")                  # their tool calls from chunks
-        if any(k in payload for k in _TOOL_KEYS):
-            raise self._decline(f"a {name} with tool call fields")
+            raise self._decline(f"a {'.'.join(cls)}")          # their tool calls from chunks
+        if "tool_calls" in payload or "tool_call_id" in payload:
+            raise self._decline(f"a {'.'.join(cls)} with tool call fields")
         return Opaque()  # a human, system, ... message: built by LangChain, holds no tool call
 
 
@@ -232,9 +238,6 @@ def _text_keys(fields: dict[Any, Any]) -> bool:
     return True
 
 
-_BIN_MARKERS = (b"\xc4", b"\xc5", b"\xc6")  # msgpack's bin 8/16/32: bytes values
-
-
 def _has_bytes(value: Any) -> bool:
     """Whether bytes are anywhere in `value` (pydantic would read them as text)."""
     stack = [value]
@@ -262,10 +265,11 @@ def _ai_message(fields: dict[str, Any], data: bytes, decoder: RawDecoder) -> Mes
         raise decoder._decline("an AIMessage with content blocks or tool call chunks")
     calls = fields.get("tool_calls")
     extra = fields.get("additional_kwargs")
-    if not any(fields.get(k) for k in ("tool_calls", "invalid_tool_calls")) \
-            and isinstance(extra, dict) and extra.get("tool_calls"):
+    if isinstance(extra, dict) and extra.get("tool_calls") \
+            and not (calls or fields.get("invalid_tool_calls")):
         raise decoder._decline("an AIMessage whose calls LangChain reads from additional_kwargs")
-    if any(m in data for m in _BIN_MARKERS) and _has_bytes(calls):
+    # (msgpack's bin 8/16/32 markers: without one, the record holds no bytes at all)
+    if (b"\xc4" in data or b"\xc5" in data or b"\xc6" in data) and _has_bytes(calls):
         raise decoder._decline("an AIMessage whose tool calls hold bytes")
     problems: list[str] = []
     return Message(calls_of(calls, problems), None, problems)
@@ -302,6 +306,38 @@ def _holds_decoded_objects(value: Any) -> bool:
         elif isinstance(item, list):
             stack.extend(item)
     return False
+
+
+_NO_VALUE = frozenset({None, "empty", "null"})
+
+
+class RawBlobs:
+    """`decode.BlobDecoder`'s part on the raw path: the (type, blob) pairs it reads without a
+    warning are decoded by `RawDecoder`; any other declines (LangGraph's path then says what
+    is wrong with it). Classes off the allow-list are reported on exit, as there."""
+
+    def __init__(self, source: str, warnings: list[SourceWarning], *,
+                 per_thread: bool = False) -> None:
+        self.source = source
+        self.warnings = warnings
+        self.raw = RawDecoder(per_thread)
+
+    def __enter__(self) -> RawBlobs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.warnings.extend(blocked_warnings(self.source, self.raw.blocked))
+
+    def decode(self, type_: str | None, blob: bytes | memoryview | None, where: str,
+               thread_id: str | None = None) -> Any:
+        if type_ in _NO_VALUE or blob is None:  # (LangGraph's "null" is None whatever the blob)
+            return None
+        if type_ != "msgpack" or not isinstance(blob, bytes | bytearray | memoryview):
+            raise Decline(f"a blob of type {type_!r} ({type(blob).__name__})")
+        data = blob if type(blob) is bytes else bytes(blob)
+        if len(data) > MAX_BLOB_BYTES or too_many_containers(data):
+            raise Decline("a blob past the size caps")
+        return self.raw.decode(data, thread_id)
 
 
 class RawMessages:

@@ -28,7 +28,7 @@ from twice.connectors.checkpoints.times import Window
 from twice.connectors.jsonfile import MAX_FILE_BYTES, require_regular_file
 
 if TYPE_CHECKING:
-    from twice.connectors.checkpoints.decode import BlobDecoder
+    from twice.connectors.checkpoints.blobs import Decoder
 
 _CHECKPOINT_COLUMNS = {"thread_id", "checkpoint_ns", "checkpoint_id", "type", "checkpoint",
                        "metadata"}
@@ -39,10 +39,10 @@ _CHECKPOINT_SELECT = ("SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.t
 
 
 def read_sqlite(
-    path: Path, window: Window, warnings: list[SourceWarning]
+    path: Path, window: Window, warnings: list[SourceWarning], *, raw: bool = False
 ) -> tuple[list[CheckpointRecord], list[WriteRecord]]:
-    from twice.connectors.checkpoints.decode import BlobDecoder  # LangGraph's serializer
-
+    """The file's checkpoints and pending writes, blobs decoded by LangGraph's serializer or,
+    `raw`, by `rawpack` (which raises `rawpack.Decline` for what it does not read exactly)."""
     source = str(path)
     _check_file(path)
     with open_evidence(path, warnings) as conn:
@@ -50,7 +50,7 @@ def read_sqlite(
         conn.text_factory = _text
         try:
             has_writes = _check_tables(conn, source, warnings)
-            with BlobDecoder(source, warnings) as decoder:
+            with _decoder(source, warnings, raw) as decoder:
                 checkpoints = _read_checkpoints(conn, source, window, decoder)
                 writes = _read_writes(conn, source, window, decoder) if has_writes else []
         except sqlite3.DatabaseError as exc:
@@ -61,6 +61,16 @@ def read_sqlite(
             raise SourceError(source, "cannot read SQLite database: its schema is not UTF-8 "
                                       "text (a damaged file?)") from None
     return checkpoints, writes
+
+
+def _decoder(source: str, warnings: list[SourceWarning], raw: bool) -> Any:
+    if raw:
+        from twice.connectors.checkpoints.rawpack import RawBlobs
+
+        return RawBlobs(source, warnings)
+    from twice.connectors.checkpoints.decode import BlobDecoder  # LangGraph's serializer
+
+    return BlobDecoder(source, warnings)
 
 
 @contextmanager
@@ -220,7 +230,7 @@ def _filters(window: Window, alias: str = "") -> tuple[list[str], list[Any]]:
 
 
 def _read_checkpoints(
-    conn: sqlite3.Connection, source: str, window: Window, decoder: BlobDecoder
+    conn: sqlite3.Connection, source: str, window: Window, decoder: Decoder
 ) -> list[CheckpointRecord]:
     where, params = _filters(window, "c")
     sql = _CHECKPOINT_SELECT + (" WHERE " + " AND ".join(where) if where else "")
@@ -241,7 +251,7 @@ def _read_checkpoints(
     return records
 
 
-def _record(row: tuple[Any, ...], source: str, decoder: BlobDecoder,
+def _record(row: tuple[Any, ...], source: str, decoder: Decoder,
             context_only: bool) -> CheckpointRecord:
     thread_id, ns, checkpoint_id, type_, blob, raw_meta = row
     where = f"{source}#{thread_id}/{checkpoint_id}"
@@ -268,7 +278,7 @@ def _metadata(raw: Any, where: str, warnings: list[SourceWarning]) -> Mapping[st
 
 
 def _read_writes(
-    conn: sqlite3.Connection, source: str, window: Window, decoder: BlobDecoder
+    conn: sqlite3.Connection, source: str, window: Window, decoder: Decoder
 ) -> list[WriteRecord]:
     where, params = _filters(window)
     where.append("type IS NOT NULL AND type NOT IN ('null', 'empty')")

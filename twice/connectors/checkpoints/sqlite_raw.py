@@ -22,13 +22,8 @@ from typing import Any
 import orjson
 
 from twice.connectors.base import LoadResult, SourceWarning, Warnings
-from twice.connectors.checkpoints.blobs import (
-    MAX_BLOB_BYTES,
-    blocked_warnings,
-    too_many_containers,
-)
 from twice.connectors.checkpoints.parse import Parser
-from twice.connectors.checkpoints.rawpack import Decline, RawDecoder, RawMessages
+from twice.connectors.checkpoints.rawpack import Decline, RawBlobs, RawMessages
 from twice.connectors.checkpoints.sqlite import (
     _check_file,
     _check_tables,
@@ -44,7 +39,6 @@ _CHECKPOINTS = ("SELECT rowid, thread_id, checkpoint_ns, checkpoint_id, type, ch
 # what the LangGraph path reads, in its order (a table scan), sorted here as it sorts them
 _WRITES = ("SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value "
            "FROM writes WHERE type IS NOT NULL AND type NOT IN ('null', 'empty')")
-_NO_VALUE = frozenset({None, "empty"})
 _ID_ROWID = operator.itemgetter(3, 0)
 
 last_decline: str | None = None
@@ -66,11 +60,11 @@ def load(path: Path, window: Window, source: str) -> LoadResult | None:
             columns = {r[1] for r in conn.execute("PRAGMA table_info(checkpoints)")}
             if columns & _ROWID_NAMES:
                 raise Decline("a column named like the rowid")
-            decoder = RawDecoder()
             parser = Parser(source, window, Warnings(), RawMessages())
-            _checkpoints(conn, source, decoder, parser)
-            if has_writes:
-                _writes(conn, source, decoder, parser)
+            with RawBlobs(source, warnings, per_thread=True) as decoder:
+                _checkpoints(conn, decoder, parser)
+                if has_writes:
+                    _writes(conn, decoder, parser)
     except Decline as exc:
         last_decline = str(exc)
         return None
@@ -78,34 +72,31 @@ def load(path: Path, window: Window, source: str) -> LoadResult | None:
         last_decline = f"SQLite: {exc}"
         return None
     result = parser.result()
-    warnings.extend(blocked_warnings(source, decoder.blocked))
     warnings.extend(result.warnings)
     return LoadResult(source=result.source, rows=result.rows, warnings=warnings)
 
 
-def _checkpoints(conn: sqlite3.Connection, source: str, decoder: RawDecoder,
-                 parser: Parser) -> None:
+def _checkpoints(conn: sqlite3.Connection, decoder: RawBlobs, parser: Parser) -> None:
     thread: Any = None
     rows: list[tuple[Any, ...]] = []
     for row in conn.execute(_CHECKPOINTS):
         if row[1] != thread:
-            _thread(rows, source, decoder, parser)
+            _thread(rows, decoder, parser)
             if type(row[1]) is not str or thread is not None and not row[1] > thread:
                 raise Decline("thread ids that are not text in the table's order")
             thread, rows = row[1], []
         if type(row[3]) is not str:
             raise Decline("checkpoint ids that are not text")
         rows.append(row)
-    _thread(rows, source, decoder, parser)
+    _thread(rows, decoder, parser)
 
 
-def _thread(rows: list[tuple[Any, ...]], source: str, decoder: RawDecoder,
-            parser: Parser) -> None:
+def _thread(rows: list[tuple[Any, ...]], decoder: RawBlobs, parser: Parser) -> None:
     """One thread's checkpoints, in the order the LangGraph path sorts them: by id as text,
     ties (namespaces) in the table's order."""
     rows.sort(key=_ID_ROWID)
     for _, thread_id, ns, checkpoint_id, type_, blob, raw_meta in rows:
-        value = _decode(decoder, type_, blob, thread_id)
+        value = decoder.decode(type_, blob, "", thread_id)
         ts: Any = None
         values: Mapping[Any, Any] = {}
         if isinstance(value, Mapping):
@@ -114,18 +105,6 @@ def _thread(rows: list[tuple[Any, ...]], source: str, decoder: RawDecoder,
             values = channel_values if isinstance(channel_values, Mapping) else {}
         parser.checkpoint(thread_id, ns if type(ns) is str else str(ns or ""), checkpoint_id,
                           ts, _metadata(raw_meta), values)
-
-
-def _decode(decoder: RawDecoder, type_: Any, blob: Any, thread_id: str) -> Any:
-    """A blob's value as `decode.BlobDecoder.decode` gives it, for blobs it reads without a
-    warning; anything else declines."""
-    if type_ in _NO_VALUE or blob is None and type_ != "null" or type_ == "null":
-        return None
-    if type_ != "msgpack" or type(blob) is not bytes:
-        raise Decline(f"a blob of type {type_!r} ({type(blob).__name__})")
-    if len(blob) > MAX_BLOB_BYTES or too_many_containers(blob):
-        raise Decline("a blob past the size caps")
-    return decoder.decode(blob, thread_id)
 
 
 def _metadata(raw: Any) -> Any:
@@ -138,10 +117,9 @@ def _metadata(raw: Any) -> Any:
     return meta if isinstance(meta, dict) else {}
 
 
-def _writes(conn: sqlite3.Connection, source: str, decoder: RawDecoder,
-            parser: Parser) -> None:
+def _writes(conn: sqlite3.Connection, decoder: RawBlobs, parser: Parser) -> None:
     records = [(str(t), str(ns or ""), str(cid), str(task), type_, blob)
                for t, ns, cid, task, _idx, _channel, type_, blob in conn.execute(_WRITES)]
     records.sort(key=lambda w: (w[0], w[2], w[3]))
     for thread_id, ns, checkpoint_id, _task, type_, blob in records:
-        parser.write(thread_id, ns, checkpoint_id, _decode(decoder, type_, blob, thread_id))
+        parser.write(thread_id, ns, checkpoint_id, decoder.decode(type_, blob, "", thread_id))
