@@ -501,3 +501,27 @@ def postgres_langgraph_path(dsn: str) -> LoadResult:
     warnings = Warnings()
     found, writes = read_postgres(dsn, Window(), warnings, statement_timeout_s=60)
     return parse_checkpoints(found, writes, redact(dsn), warnings=warnings)
+
+
+def test_a_table_of_rows_turned_into_columns_in_chunks_gives_them_back_in_order() -> None:
+    """The parser's rows go to Arrow every `chunk` rows; text Arrow cannot hold (a lone
+    surrogate) stays Python's, for `from_columns` to convert as before."""
+    import numpy as np
+    import pyarrow as pa
+
+    from twice.connectors.checkpoints.parse import Table
+
+    rows = [(f"t-{i}", i if i % 3 else None, "\ud800" if i == 5 else f"x{i}", i * 10)
+            for i in range(23)]
+    table = Table([pa.large_string(), pa.int64(), pa.large_string(), None],
+                  {3: lambda v: np.array(v, dtype=np.int64)}, chunk=4)
+    for row in rows:
+        table.append(row)
+    assert len(table) == 23
+    assert [table.row(i) for i in range(23)] == rows
+    assert table.keys() == [r[:3] for r in rows]
+    threads, numbers, texts, tens = table.columns()
+    assert isinstance(threads, pa.Array) and threads.to_pylist() == [r[0] for r in rows]
+    assert numbers.to_pylist() == [r[1] for r in rows]
+    assert isinstance(texts, list) and texts == [r[2] for r in rows]
+    assert tens.tolist() == [r[3] for r in rows]

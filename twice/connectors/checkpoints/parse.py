@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import operator
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -47,6 +47,7 @@ _CANONICAL_TS = re.compile(
     r":[0-5][0-9]:[0-5][0-9]\.[0-9]{6}\+00:00").fullmatch
 _DUMMY_TS = "2000-01-01T00:00:00.000000+00:00"  # stands for a `ts` read one by one
 _TEXT = pa.large_string()
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _CHECKPOINT, _TOOL_CALL, _TOOL_RESULT = (Kind.CHECKPOINT.value, Kind.TOOL_CALL.value,
                                          Kind.TOOL_RESULT.value)
 
@@ -132,11 +133,16 @@ class Parser:
         # a checkpoint's rows share, as one tuple (see `_BASE`). A base's `ts` is its canonical
         # text (read with the column at the end), else `_DUMMY_TS` and its time in `exact_ts`
         # (None: unreadable, the id's time is used).
-        self.bases: list[tuple[Any, ...]] = []
+        # (thread, ns, checkpoint id, step, worker, ts text, at when `timed`, origin, metadata
+        # source, position among the rows or -1)
+        self.bases = Table([_TEXT, _TEXT, _TEXT, pa.int64(), _TEXT, None, None, _TEXT, _TEXT,
+                             None], {5: ts_column_ns, 9: _int64s})
         self.exact_ts: dict[int, int | None] = {}
         self.orphans: list[int] = []  # bases of writes whose checkpoint is gone
-        # tool_call / tool_result rows, one tuple each (see `_EVENT`)
-        self.events: list[tuple[Any, ...]] = []
+        # tool_call / tool_result rows: (base, kind, origin, tool_call_id, tool_name, args,
+        # args_fingerprint, subject, amount, currency, outcome, detail, position)
+        self.events = Table([None, _TEXT, _TEXT, _TEXT, _TEXT, _TEXT, _TEXT, _TEXT,
+                              pa.int64(), _TEXT, _TEXT, _TEXT, None], {0: _int64s, 12: _int64s})
         self.rows = 0
         self.at_of: dict[tuple[str, str, str], int] | None = None  # built at the first write
         self.called: dict[tuple[str, str], str | None] = {}
@@ -157,23 +163,9 @@ class Parser:
         self.scanned = {}
         self.last_list = {}
 
-    def _new_items(self, key: tuple[str, Any], value: list[Any] | tuple[Any, ...]) -> Any:
-        """The part of a channel's list not already read at the previous checkpoint.
-
-        Message lists only grow between steps, and the decoder hands back the same object for
-        the same message bytes, so when the previous list is an identical prefix only the tail
-        is new. Anything else (messages removed or edited) is read in full.
-        """
-        prev = self.last_list.get(key)
-        self.last_list[key] = value
-        if prev is None:
-            return value
-        if len(value) >= len(prev) and all(map(operator.is_, value, prev)):
-            return value[len(prev):]
-        return value
-
     def checkpoint(self, thread_id: str, ns: str, checkpoint_id: str, ts: Any,
                    metadata: Any, values: Mapping[Any, Any], context_only: bool = False) -> None:
+        # (the loop over every checkpoint: kept to few calls)
         if thread_id != self.thread:
             self._enter_thread(thread_id)
         origin = f"{self.source}#{thread_id}/{ns}/{checkpoint_id}" if ns else \
@@ -191,29 +183,44 @@ class Parser:
             if ts_text is None:
                 self.exact_ts[len(self.bases)] = ts_ns
         meta = metadata if type(metadata) is dict or isinstance(metadata, Mapping) else {}
-        emit = not context_only and (not self.timed or self.window.contains(at))  # type: ignore[arg-type]
+        step = meta.get("step")
+        if step is not None:
+            step = step if type(step) is int and _INT64_MIN <= step <= _INT64_MAX else _int(step)
+        worker = None if meta.keys().isdisjoint(_WORKER_KEYS) else _worker(meta)
         base = len(self.bases)
+        emit = not context_only and (not self.timed or self.window.contains(at))  # type: ignore[arg-type]
         if emit:
             source = meta.get("source")
-            self.bases.append((thread_id, ns, checkpoint_id, _int(meta.get("step")),
-                               _worker(meta), ts_text or _DUMMY_TS, at, origin,
+            self.bases.append((thread_id, ns, checkpoint_id, step, worker,
+                               ts_text or _DUMMY_TS, at, origin,
                                source if isinstance(source, str) else None, self.rows))
             self.rows += 1
         else:
-            self.bases.append((thread_id, ns, checkpoint_id, _int(meta.get("step")),
-                               _worker(meta), ts_text or _DUMMY_TS, at, origin, None, -1))
-        unwrap = self._unwrap
+            self.bases.append((thread_id, ns, checkpoint_id, step, worker,
+                               ts_text or _DUMMY_TS, at, origin, None, -1))
+        unwrap, last_list, found = self._unwrap, self.last_list, self._in
         for channel, value in values.items():
             value = unwrap(value)
             if isinstance(value, list | tuple):
-                value = self._new_items((ns, channel), value)
-            self._messages(value, base, origin, emit)
+                # Message lists only grow between steps, and the decoder hands back the same
+                # object for the same message bytes, so when the previous list is an identical
+                # prefix only the tail is new. Anything else (messages removed or edited) is
+                # read in full.
+                key = (ns, channel)
+                prev = last_list.get(key)
+                last_list[key] = value
+                if prev is not None and len(value) >= len(prev) \
+                        and all(map(operator.is_, value, prev)):
+                    value = value[len(prev):]
+            messages = found(value)
+            if messages:
+                self._messages(messages, thread_id, base, origin, emit)
 
     def write(self, thread_id: str, ns: str, checkpoint_id: str, value: Any) -> None:
         if thread_id != self.thread:
             self._enter_thread(thread_id)
         if self.at_of is None:
-            self.at_of = {b[:3]: i for i, b in enumerate(self.bases)}
+            self.at_of = {key: i for i, key in enumerate(self.bases.keys())}
         base = self.at_of.get((thread_id, ns, checkpoint_id))
         origin = self.origin(thread_id, ns, checkpoint_id) + "/writes"
         if base is None:  # writes whose checkpoint is gone: the id still tells the time
@@ -225,15 +232,14 @@ class Parser:
             self.orphans.append(base)
             self.bases.append((thread_id, ns, checkpoint_id, None, None, _DUMMY_TS, at, origin,
                                None, -1))
-        at = self.bases[base][6]
-        self._messages(value, base, origin,
-                       not self.timed or self.window.contains(at))  # type: ignore[arg-type]
-
-    def _messages(self, value: Any, base: int, origin: str, emit: bool) -> None:
+        at = self.bases.row(base)[6]
         messages = self._in(value)
-        if not messages:
-            return
-        thread_id = self.bases[base][0]
+        if messages:
+            self._messages(messages, thread_id, base, origin,
+                           not self.timed or self.window.contains(at))  # type: ignore[arg-type]
+
+    def _messages(self, messages: list[Any], thread_id: str, base: int, origin: str,
+                  emit: bool) -> None:
         scanned = self.scanned
         for msg in messages:
             if id(msg) in scanned:
@@ -285,51 +291,43 @@ class Parser:
                             outcome_of(result), result.content[:DETAIL_CHARS], self.rows))
         self.rows += 1
 
-    def _times(self, cids: tuple[str, ...], texts: tuple[str, ...]
-               ) -> tuple[np.ndarray, np.ndarray]:
+    def _times(self, cids: Any, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Every base's time (ns), and where a checkpoint's `ts` is more than 1 s from its
         id's time."""
-        ts = ts_column_ns(texts)
-        has_ts = np.ones(len(texts), dtype=bool)
+        has_ts = np.ones(len(ts), dtype=bool)
         for i, ns in self.exact_ts.items():
             if ns is None:
                 has_ts[i] = False
             else:
                 ts[i] = ns
-        ids, has_id = uuid6_column_ns(cids)
+        ids, has_id = uuid6_column_ns(cids.to_pylist() if isinstance(cids, pa.Array) else cids)
         at = np.where(has_ts, ts, ids)
         mismatch = has_ts & has_id & (np.abs(ts - ids) > _TS_TOLERANCE_NS)
         mismatch[self.orphans] = False
         return at, mismatch
 
     def result(self) -> LoadResult:
-        if not self.bases:
+        if not len(self.bases):
             return LoadResult(source=name, rows=from_columns({}, 0), warnings=self.warnings)
-        thread, ns, cid, step, worker, texts, _, origin, source, seq = zip(*self.bases,
-                                                                           strict=True)
-        self.bases = []  # (the columns hold what the rows held: free the rows as they go)
-        at, mismatch = self._times(cid, texts)
+        thread, _, cid, step, worker, ts, _, origin, source, seqs = self.bases.columns()
+        at, mismatch = self._times(cid, ts)
         if mismatch.any():
             first = int(np.flatnonzero(mismatch)[0])
             self.warnings.append(SourceWarning(
                 self.source,
                 f"{int(mismatch.sum())} checkpoint(s) have a `ts` more than 1 s away from the "
-                f"time in their UUIDv6 id (first: {origin[first]}); `at` uses `ts`",
+                f"time in their UUIDv6 id (first: {_item(origin, first)}); `at` uses `ts`",
             ))
-        seqs = np.array(seq, dtype=np.int64)
         rows = np.flatnonzero(seqs >= 0)  # the bases that are checkpoint rows
-        events = list(zip(*self.events, strict=True)) if self.events else [()] * 13
-        self.events = []
         e_base, kind, e_origin, call_id, tool_name, args, fp, subject, amount, currency, \
-            outcome, detail, e_seq = events
+            outcome, detail, e_seq = self.events.columns()
         n_c, n_e = len(rows), len(e_base)
         n = n_c + n_e
         if not n:
             return LoadResult(source=name, rows=from_columns({}, 0), warnings=self.warnings)
-        base = np.concatenate([rows, np.array(e_base, dtype=np.int64)])
+        base = np.concatenate([rows, e_base])
         # rows by time, ties in the order they were found: a stable sort of the rows as found
-        order = np.lexsort((np.concatenate([seqs[rows], np.array(e_seq, dtype=np.int64)]),
-                            at[base]))
+        order = np.lexsort((np.concatenate([seqs[rows], e_seq]), at[base]))
         base = base[order]
         columns: dict[str, Any] = {
             "source": [name] * n,
@@ -337,10 +335,10 @@ class Parser:
             "kind": _rows([_CHECKPOINT] * n_c, kind, order),
             "thread_id": _column(thread, base),
             "checkpoint_id": _column(cid, base),
-            "step": _column(step, base, pa.int64()),
+            "step": _column(step, base),
             "worker": _column(worker, base),
             "origin": _rows(_column(origin, rows), e_origin, order),
-            "name": _rows(_column(source, rows), (None,) * n_e, order),
+            "name": _rows(_column(source, rows), [None] * n_e, order),
             "tool_call_id": _rows(n_c, call_id, order),
             "tool_name": _rows(n_c, tool_name, order),
             "args": _rows(n_c, args, order),
@@ -357,6 +355,88 @@ class Parser:
         return LoadResult(source=name, rows=from_columns(columns, n), warnings=self.warnings)
 
 
+def _int64s(values: list[Any]) -> np.ndarray:
+    return np.array(values, dtype=np.int64)
+
+
+def _item(values: Any, i: int) -> Any:
+    return values[i].as_py() if isinstance(values, pa.Array) else values[i]
+
+
+class Table:
+    """Rows kept as tuples until `chunk` of them, then as columns: Arrow arrays (numpy for the
+    columns `convert` names), a Python list where Arrow cannot hold the values. The same values
+    as Python objects take several times the memory."""
+
+    def __init__(self, types: Sequence[pa.DataType | None],
+                 convert: Mapping[int, Callable[[list[Any]], np.ndarray]] | None = None,
+                 chunk: int = 32_768) -> None:
+        self.types = types
+        self.chunk = chunk
+        self.convert = convert or {}
+        self.rows: list[tuple[Any, ...]] = []
+        self.chunks: list[list[Any]] = []
+        self.done = 0  # rows in chunks
+
+    def __len__(self) -> int:
+        return self.done + len(self.rows)
+
+    def append(self, row: tuple[Any, ...]) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= self.chunk:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.rows:
+            return
+        chunk: list[Any] = []
+        for i, (values, type_) in enumerate(zip(zip(*self.rows, strict=True), self.types,
+                                                strict=True)):
+            if i in self.convert:
+                chunk.append(self.convert[i](list(values)))
+            elif type_ is None:
+                chunk.append(list(values))
+            else:
+                array = _arrow(values, type_)
+                chunk.append(list(values) if array is None else array)
+        self.chunks.append(chunk)
+        self.done += len(self.rows)
+        self.rows = []
+
+    def keys(self) -> list[tuple[Any, ...]]:
+        """Each row's first three values."""
+        out: list[tuple[Any, ...]] = []
+        for chunk in self.chunks:
+            out.extend(zip(*((c.to_pylist() if isinstance(c, pa.Array) else c)
+                             for c in chunk[:3]), strict=True))
+        out.extend(row[:3] for row in self.rows)
+        return out
+
+    def row(self, i: int) -> tuple[Any, ...]:
+        if i >= self.done:
+            return self.rows[i - self.done]
+        chunk = self.chunks[i // self.chunk]
+        at = i % self.chunk
+        return tuple(c[at].as_py() if isinstance(c, pa.Array) else c[at] for c in chunk)
+
+    def columns(self) -> list[Any]:
+        """Each column whole (and the table emptied): an Arrow array, a numpy array for the
+        converted columns, else a list."""
+        self._flush()
+        chunks, self.chunks = self.chunks, []
+        out: list[Any] = []
+        for i in range(len(self.types)):
+            parts = [c[i] for c in chunks]
+            if i in self.convert:
+                out.append(np.concatenate(parts) if parts else np.zeros(0, np.int64))
+            elif parts and all(isinstance(p, pa.Array) for p in parts):
+                out.append(pa.concat_arrays(parts))
+            else:
+                out.append([v for p in parts
+                            for v in (p.to_pylist() if isinstance(p, pa.Array) else p)])
+        return out
+
+
 def _arrow(values: Sequence[Any], type_: pa.DataType) -> pa.Array | None:
     try:
         return pa.array(values, type=type_)
@@ -364,16 +444,14 @@ def _arrow(values: Sequence[Any], type_: pa.DataType) -> pa.Array | None:
         return None  # (text that is no valid Unicode): `from_columns` converts the values
 
 
-def _column(values: Sequence[Any], index: np.ndarray,
-            type_: pa.DataType = _TEXT) -> pa.Array | list[Any]:
-    """`values[index]`, as an Arrow array (Python objects when Arrow cannot hold them)."""
-    array = _arrow(values, type_)
-    if array is None:
-        return np.array(values, dtype=object)[index].tolist()  # type: ignore[no-any-return]
-    return array.take(index)
+def _column(values: pa.Array | list[Any], index: np.ndarray) -> pa.Array | list[Any]:
+    """`values[index]`: an Arrow array, or Python objects where Arrow could not hold them."""
+    if isinstance(values, pa.Array):
+        return values.take(index)
+    return np.array(values, dtype=object)[index].tolist()  # type: ignore[no-any-return]
 
 
-def _rows(checkpoints: Sequence[Any] | pa.Array | int, events: Sequence[Any],
+def _rows(checkpoints: Sequence[Any] | pa.Array | int, events: Sequence[Any] | pa.Array,
           order: np.ndarray, type_: pa.DataType = _TEXT) -> pa.Array | list[Any]:
     """A column's values on the checkpoint rows (a count: all null) then the event rows,
     in `order`."""
@@ -383,11 +461,12 @@ def _rows(checkpoints: Sequence[Any] | pa.Array | int, events: Sequence[Any],
         first = checkpoints
     else:
         first = _arrow(checkpoints, type_)
-    second = _arrow(events, type_)
+    second = events if isinstance(events, pa.Array) else _arrow(events, type_)
     if first is None or second is None:  # Python objects, for `from_columns` to convert
         head = [None] * checkpoints if isinstance(checkpoints, int) else \
             checkpoints.to_pylist() if isinstance(checkpoints, pa.Array) else list(checkpoints)
-        return np.array([*head, *events], dtype=object)[order].tolist()  # type: ignore[no-any-return]
+        tail = events.to_pylist() if isinstance(events, pa.Array) else list(events)
+        return np.array([*head, *tail], dtype=object)[order].tolist()  # type: ignore[no-any-return]
     return pa.concat_arrays([first, second]).take(order)
 
 
