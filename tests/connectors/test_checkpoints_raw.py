@@ -264,10 +264,11 @@ def _in_64_bits(value: Any) -> Any:
 
 
 @st.composite
-def changed_records(draw: st.DrawFn) -> tuple[bytes, bytes]:
-    """One message record of the sample and a change of it: its fields mutated, some set to
-    odd values, maybe its class changed, or its bytes cut."""
-    old = draw(st.sampled_from(SAMPLE_MESSAGES))
+def changed_records(draw: st.DrawFn, messages: list[bytes] = SAMPLE_MESSAGES
+                    ) -> tuple[bytes, bytes]:
+    """One message record (of the sample's) and a change of it: its fields mutated, some set
+    to odd values, maybe its class changed, or its bytes cut."""
+    old = draw(st.sampled_from(messages))
     record = ormsgpack.unpackb(old, option=UNPACK)
     fields = draw(mutate(record[2])) if draw(st.booleans()) else record[2]
     if isinstance(fields, dict):
@@ -525,3 +526,66 @@ def test_a_table_of_rows_turned_into_columns_in_chunks_gives_them_back_in_order(
     assert numbers.to_pylist() == [r[1] for r in rows]
     assert isinstance(texts, list) and texts == [r[2] for r in rows]
     assert tens.tolist() == [r[3] for r in rows]
+
+
+@pytest.fixture(scope="module")
+def postgres_incident(new_postgres_database: Callable[[], str]) -> str:
+    from tests.connectors.test_checkpoints import write_postgres
+
+    return write_postgres(new_postgres_database(), write_incident)
+
+
+def _postgres_blobs(dsn: str) -> list[tuple[str, tuple[Any, ...], bytes]]:
+    """(table, key, blob) of every msgpack blob of the database."""
+    from psycopg import connect
+
+    with connect(dsn) as db:
+        rows = [("checkpoint_blobs", tuple(r[:4]), r[4]) for r in db.execute(
+            "SELECT thread_id, checkpoint_ns, channel, version, blob FROM checkpoint_blobs "
+            "WHERE type = 'msgpack' ORDER BY 1, 2, 3, 4")]
+        rows += [("checkpoint_writes", tuple(r[:5]), r[5]) for r in db.execute(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, blob "
+            "FROM checkpoint_writes WHERE type = 'msgpack' ORDER BY 1, 2, 3, 4, 5")]
+    return rows
+
+
+def _put_postgres_blobs(dsn: str, rows: list[tuple[str, tuple[Any, ...], bytes]]) -> None:
+    from psycopg import connect
+
+    keys = {"checkpoint_blobs": "thread_id = %s AND checkpoint_ns = %s AND channel = %s "
+                                "AND version = %s",
+            "checkpoint_writes": "thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s "
+                                 "AND task_id = %s AND idx = %s"}
+    with connect(dsn, autocommit=True) as db:
+        for table, key, blob in rows:
+            db.execute(f"UPDATE {table} SET blob = %s WHERE {keys[table]}", (blob, *key))
+
+
+@fuzz_settings(25)
+@given(data=st.data(), everywhere=st.booleans())
+def test_mutated_postgres_messages_are_read_raw_as_by_langgraph_or_declined(
+        postgres_incident: str, data: st.DataObject, everywhere: bool) -> None:
+    from twice.connectors.checkpoints.rawpack import Decline
+
+    original = _postgres_blobs(postgres_incident)
+    decoded = [ormsgpack.unpackb(blob, ext_hook=_keep, option=UNPACK) for _, _, blob in original]
+    old, new = data.draw(changed_records(sorted(_messages([("", 0, v) for v in decoded]))))
+    changed = []
+    for (table, key, _), value in zip(original, decoded, strict=True):
+        replaced = _replace(value, old, new)
+        if replaced != value:
+            changed.append((table, key, ormsgpack.packb(_packable(replaced), option=OPTION)))
+            if not everywhere:
+                break
+    _put_postgres_blobs(postgres_incident, changed)
+    try:
+        try:
+            fast, slow = postgres_paths(postgres_incident, Window())
+        except Decline:
+            event("declined")
+        else:
+            event("raw path")
+            same(fast, slow)
+        same(checkpoints.load(postgres_incident), postgres_langgraph_path(postgres_incident))
+    finally:
+        _put_postgres_blobs(postgres_incident, original)
