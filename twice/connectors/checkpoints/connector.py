@@ -17,11 +17,11 @@ The table readers live in `sqlite` / `postgres`; blob decoding with LangGraph's 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -86,16 +86,12 @@ def _load(target: str | Path, window: Window, statement_timeout_s: float) -> Loa
     blobs decoded raw."""
     from twice.connectors.checkpoints.rawpack import Decline, RawMessages
 
-    Read = Callable[[list[SourceWarning], bool], tuple[list[Any], list[Any]]]
-    read: Read
     if is_dsn(target):
         from twice.connectors.checkpoints.postgres import read_postgres
 
         source = redact(str(target))
-
-        def read(warnings: list[SourceWarning], raw: bool) -> tuple[list[Any], list[Any]]:
-            return read_postgres(str(target), window, warnings,
-                                 statement_timeout_s=statement_timeout_s, raw=raw)
+        read = partial(read_postgres, str(target), window,
+                       statement_timeout_s=statement_timeout_s)
     else:
         from twice.connectors.checkpoints import sqlite_raw
         from twice.connectors.checkpoints.sqlite import read_sqlite
@@ -105,20 +101,17 @@ def _load(target: str | Path, window: Window, statement_timeout_s: float) -> Loa
             fast = sqlite_raw.load(Path(target), window, source)
             if fast is not None:
                 return fast
-
-        def read(warnings: list[SourceWarning], raw: bool) -> tuple[list[Any], list[Any]]:
-            return read_sqlite(Path(target), window, warnings, raw=raw)
-
+        read = partial(read_sqlite, Path(target), window)
     if not window.everything or is_dsn(target):
         warnings: list[SourceWarning] = Warnings()
         try:
-            checkpoints, writes = read(warnings, True)
+            checkpoints, writes = read(warnings, raw=True)
             return parse_checkpoints(checkpoints, writes, source, window=window,
                                      warnings=warnings, reader=RawMessages())
         except Decline:
             pass  # read again, with LangGraph's serializer
     warnings = Warnings()
-    checkpoints, writes = read(warnings, False)
+    checkpoints, writes = read(warnings, raw=False)
     return parse_checkpoints(checkpoints, writes, source, window=window, warnings=warnings)
 
 

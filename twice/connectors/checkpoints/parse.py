@@ -130,19 +130,18 @@ class Parser:
         # a time window decides which rows are emitted, so then each `at` is read at once
         self.timed = window.since_ns is not None or window.until_ns is not None
         # Bases: one per checkpoint read (and per write whose checkpoint is gone), the fields
-        # a checkpoint's rows share, as one tuple (see `_BASE`). A base's `ts` is its canonical
-        # text (read with the column at the end), else `_DUMMY_TS` and its time in `exact_ts`
-        # (None: unreadable, the id's time is used).
-        # (thread, ns, checkpoint id, step, worker, ts text, at when `timed`, origin, metadata
-        # source, position among the rows or -1)
+        # a checkpoint's rows share: (thread, ns, checkpoint id, step, worker, ts text, at when
+        # `timed`, origin, metadata source, position among the rows or -1). A base's `ts` is
+        # its canonical text (read with the column at the end), else `_DUMMY_TS` and its time
+        # in `exact_ts` (None: unreadable, the id's time is used).
         self.bases = Table([_TEXT, _TEXT, _TEXT, pa.int64(), _TEXT, None, None, _TEXT, _TEXT,
-                             None], {5: ts_column_ns, 9: _int64s})
+                            None], {5: ts_column_ns, 9: _int64s})
         self.exact_ts: dict[int, int | None] = {}
         self.orphans: list[int] = []  # bases of writes whose checkpoint is gone
         # tool_call / tool_result rows: (base, kind, origin, tool_call_id, tool_name, args,
         # args_fingerprint, subject, amount, currency, outcome, detail, position)
         self.events = Table([None, _TEXT, _TEXT, _TEXT, _TEXT, _TEXT, _TEXT, _TEXT,
-                              pa.int64(), _TEXT, _TEXT, _TEXT, None], {0: _int64s, 12: _int64s})
+                             pa.int64(), _TEXT, _TEXT, _TEXT, None], {0: _int64s, 12: _int64s})
         self.rows = 0
         self.at_of: dict[tuple[str, str, str], int] | None = None  # built at the first write
         self.called: dict[tuple[str, str], str | None] = {}

@@ -3,8 +3,8 @@
 LangGraph's serializer (`decode`) rebuilds every message of every checkpoint as a LangChain
 object (pydantic validation, 20 µs each), which was most of the time of reading a checkpoint
 file. Here the msgpack ext records LangGraph writes (`langgraph.checkpoint.serde.jsonplus`:
-code 5 is a pydantic v2 model as (module, class, fields, method), codes 0-3 constructor and method
-calls, 7 a delta snapshot) are read as data:
+code 5 is a pydantic v2 model as (module, class, fields, method), codes 0-3 constructor and
+method calls, 7 a delta snapshot) are read as data:
 - an `AIMessage` / `ToolMessage` becomes a `Message` holding the facts the parser reads (tool
   calls, tool result), taken from its stored fields;
 - LangChain's other message classes become an `Opaque` value (they hold no tool call);
@@ -18,8 +18,8 @@ LangChain classes would change on validation (bytes where text goes, tool calls 
 parse out of `additional_kwargs`, content blocks, chunks), ext records inside a message or
 inside another record, numpy arrays, a record that is not (module, name, data). The caller then
 reads the source with LangGraph's serializer. Identity follows LangGraph's memoised hook
-(`decode.strict_serializer`): the same ext bytes at the top of a blob give the same object, within
-a thread.
+(`decode.strict_serializer`): the same ext bytes at the top of a blob give the same object
+(within a thread, when the blobs come thread by thread).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ the file with LangGraph's serializer, which says what is wrong record by record)
 record is one it does not read exactly (`rawpack.Decline`), or one the other path warns about
 while reading (a blob that is not msgpack, too big or corrupt, metadata that is not JSON), or
 the table's order is not the text order of the thread ids (text that is not UTF-8, ids that are
-not text, a collation of its own). The reason is kept in `last_decline` (for tests).
+not text, a collation of its own). The reason of the last call is kept in `last_decline`
+(for tests and for a look when a big file reads slowly).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def load(path: Path, window: Window, source: str) -> LoadResult | None:
     global last_decline
     last_decline = None
     if not window.everything:
-        last_decline = "a thread or time window (the LangGraph path pushes it into SQL)"
+        last_decline = "a thread or time window (read with the tables' own queries)"
         return None
     warnings: list[SourceWarning] = Warnings()
     _check_file(path)
