@@ -328,26 +328,25 @@ class Parser:
         # rows by time, ties in the order they were found: a stable sort of the rows as found
         order = np.lexsort((np.concatenate([seqs[rows], e_seq]), at[base]))
         base = base[order]
-        columns: dict[str, Any] = {
-            "source": [name] * n,
-            "at": at[base],
-            "kind": _rows([_CHECKPOINT] * n_c, kind, order),
-            "thread_id": _column(thread, base),
-            "checkpoint_id": _column(cid, base),
-            "step": _column(step, base),
-            "worker": _column(worker, base),
-            "origin": _rows(_column(origin, rows), e_origin, order),
-            "name": _rows(_column(source, rows), [None] * n_e, order),
-            "tool_call_id": _rows(n_c, call_id, order),
-            "tool_name": _rows(n_c, tool_name, order),
-            "args": _rows(n_c, args, order),
-            "args_fingerprint": _rows(n_c, fp, order),
-            "subject": _rows(n_c, subject, order),
-            "amount": _rows(n_c, amount, order, pa.int64()),
-            "currency": _rows(n_c, currency, order),
-            "outcome": _rows(n_c, outcome, order),
-            "detail": _rows(n_c, detail, order),
-        }
+        # each column made in turn, its source let go at once: memory holds one copy
+        columns: dict[str, Any] = {"source": [name] * n, "at": at[base]}
+        del at
+        columns["kind"] = _rows([_CHECKPOINT] * n_c, kind, order)
+        columns["thread_id"] = _column(thread, base)
+        columns["checkpoint_id"] = _column(cid, base)
+        columns["step"] = _column(step, base)
+        columns["worker"] = _column(worker, base)
+        del thread, cid, step, worker, kind
+        columns["origin"] = _rows(_column(origin, rows), e_origin, order)
+        del origin, e_origin
+        columns["name"] = _rows(_column(source, rows), [None] * n_e, order)
+        del source
+        for key, values in (("tool_call_id", call_id), ("tool_name", tool_name),
+                            ("args", args), ("args_fingerprint", fp), ("subject", subject),
+                            ("currency", currency), ("outcome", outcome), ("detail", detail)):
+            columns[key] = _rows(n_c, values, order)
+        columns["amount"] = _rows(n_c, amount, order, pa.int64())
+        del call_id, tool_name, args, fp, subject, currency, outcome, detail, amount, values
         for column in COLUMNS:  # (an Arrow null column is quicker for pandas than none)
             if column.name not in columns and column.dtype == TEXT:
                 columns[column.name] = pa.nulls(n, _TEXT)
@@ -426,6 +425,8 @@ class Table:
         out: list[Any] = []
         for i in range(len(self.types)):
             parts = [c[i] for c in chunks]
+            for c in chunks:  # (each chunk's part is freed once its column is whole)
+                c[i] = None
             if i in self.convert:
                 out.append(np.concatenate(parts) if parts else np.zeros(0, np.int64))
             elif parts and all(isinstance(p, pa.Array) for p in parts):
