@@ -332,7 +332,8 @@ class RawBlobs:
                thread_id: str | None = None) -> Any:
         if type_ in _NO_VALUE or blob is None:  # (LangGraph's "null" is None whatever the blob)
             return None
-        if type_ != "msgpack" or not isinstance(blob, bytes | bytearray | memoryview):
+        if type_ != "msgpack" or type(blob) is not bytes \
+                and not isinstance(blob, bytes | bytearray | memoryview):
             raise Decline(f"a blob of type {type_!r} ({type(blob).__name__})")
         data = blob if type(blob) is bytes else bytes(blob)
         if len(data) > MAX_BLOB_BYTES or too_many_containers(data):

@@ -96,16 +96,18 @@ def _thread(rows: list[tuple[Any, ...]], decoder: RawBlobs, parser: Parser) -> N
     """One thread's checkpoints, in the order the LangGraph path sorts them: by id as text,
     ties (namespaces) in the table's order."""
     rows.sort(key=_ID_ROWID)
+    decode, checkpoint = decoder.decode, parser.checkpoint
     for _, thread_id, ns, checkpoint_id, type_, blob, raw_meta in rows:
-        value = decoder.decode(type_, blob, "", thread_id)
+        value = decode(type_, blob, "", thread_id)
         ts: Any = None
         values: Mapping[Any, Any] = {}
-        if isinstance(value, Mapping):
+        if type(value) is dict or isinstance(value, Mapping):
             ts = value.get("ts")
             channel_values = value.get("channel_values")
-            values = channel_values if isinstance(channel_values, Mapping) else {}
-        parser.checkpoint(thread_id, ns if type(ns) is str else str(ns or ""), checkpoint_id,
-                          ts, _metadata(raw_meta), values)
+            if type(channel_values) is dict or isinstance(channel_values, Mapping):
+                values = channel_values
+        checkpoint(thread_id, ns if type(ns) is str else str(ns or ""), checkpoint_id, ts,
+                   _metadata(raw_meta), values)
 
 
 def _metadata(raw: Any) -> Any:
