@@ -226,7 +226,8 @@ if __name__ == "__main__":  # pragma: no cover
 def test_a_library_logging_the_evidence_names_its_controls(tmp_path: Path) -> None:
     """A checkpoint blob naming a module with an OSC 52 clipboard write: LangGraph's own logger
     quotes the name on stderr (its warning about a type off the allow-list); it arrives named,
-    as twice's own output does."""
+    as twice's own output does. (The record holds another one, so the file is read with
+    LangGraph's serializer, whose logger speaks, not by the raw msgpack path.)"""
     import shutil
     import sqlite3
 
@@ -234,8 +235,9 @@ def test_a_library_logging_the_evidence_names_its_controls(tmp_path: Path) -> No
 
     path = tmp_path / "checkpoints.sqlite"
     shutil.copyfile(SAMPLES / "step_retry" / "checkpoints.sqlite", path)
+    inner = ormsgpack.Ext(0, ormsgpack.packb(["uuid", "UUID", "0" * 32]))
     blob = ormsgpack.packb([ormsgpack.Ext(0, ormsgpack.packb([f"evil{OSC52}", "Thing",
-                                                              {"a": 1}]))])
+                                                              {"a": inner}]))])
     with sqlite3.connect(path) as db:
         db.execute("UPDATE writes SET value = ? WHERE rowid = (SELECT min(rowid) FROM writes "
                    "WHERE type = 'msgpack')", (blob,))

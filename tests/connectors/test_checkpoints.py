@@ -476,6 +476,21 @@ def test_a_live_wal_file_is_read_without_writing_beside_it(tmp_path: Path):
         writer.close()
 
 
+def test_an_empty_wal_file_beside_a_saver_file_changes_nothing(incident: Stores,
+                                                               tmp_path: Path):
+    """An empty -wal (a reader opened the file, or the log was checkpointed) holds no
+    transaction: the file reads as it does alone, and the folder stays as it was."""
+    path = tmp_path / "agent.sqlite"
+    shutil.copyfile(incident.sqlite, path)
+    alone = checkpoints.load(path)
+    (tmp_path / "agent.sqlite-wal").touch()
+    before = _listing(tmp_path)
+    with_wal = checkpoints.load(path)
+    assert _listing(tmp_path) == before
+    pd.testing.assert_frame_equal(with_wal.rows, alone.rows)
+    assert with_wal.warnings == alone.warnings
+
+
 READ_ONLY_MOUNT = """
 set -e
 mount --bind "$1" "$1"

@@ -27,15 +27,14 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import set_json_loads
 
 from twice.connectors.base import SourceError, SourceWarning, redact
-from twice.connectors.checkpoints.decode import (
+from twice.connectors.checkpoints.blobs import (
     REFUSED,
-    BlobDecoder,
-    CheckpointRecord,
-    Window,
-    WriteRecord,
+    Decoder,
     decode_grown_list,
     msgpack_array_head,
 )
+from twice.connectors.checkpoints.parse import CheckpointRecord, WriteRecord
+from twice.connectors.checkpoints.times import Window
 from twice.connectors.jsonfile import TooDeep, loads
 
 KNOWN_MIGRATION = 9  # the last schema migration of PostgresSaver this reader was checked against
@@ -52,8 +51,12 @@ _SKIP_CHANNEL = re.compile(r"^(branch:|__start__$)")
 
 
 def read_postgres(
-    dsn: str, window: Window, warnings: list[SourceWarning], *, statement_timeout_s: float
+    dsn: str, window: Window, warnings: list[SourceWarning], *, statement_timeout_s: float,
+    raw: bool = False,
 ) -> tuple[list[CheckpointRecord], list[WriteRecord]]:
+    """The database's checkpoints and pending writes in the window, blobs decoded by
+    LangGraph's serializer or, `raw`, by `rawpack` (which raises `rawpack.Decline` for what it
+    does not read exactly)."""
     source = redact(dsn)
     secret = _password(dsn)
     try:
@@ -71,7 +74,7 @@ def read_postgres(
                 (str(max(1, int(statement_timeout_s * 1000))),),
             )
             has_writes = _check_schema(cur, source, warnings)
-            with BlobDecoder(source, warnings) as decoder:
+            with _decoder(source, warnings, raw) as decoder:
                 checkpoints = _read_checkpoints(cur, source, window, decoder)
                 writes = _read_writes(cur, source, window, decoder) if has_writes else []
     except errors.QueryCanceled:
@@ -85,6 +88,16 @@ def read_postgres(
             conn.rollback()  # nothing was written; end the snapshot
         conn.close()
     return checkpoints, writes
+
+
+def _decoder(source: str, warnings: list[SourceWarning], raw: bool) -> Any:
+    if raw:
+        from twice.connectors.checkpoints.rawpack import RawBlobs
+
+        return RawBlobs(source, warnings)
+    from twice.connectors.checkpoints.decode import BlobDecoder  # LangGraph's serializer
+
+    return BlobDecoder(source, warnings)
 
 
 @dataclass(frozen=True)
@@ -181,7 +194,7 @@ def _filters(window: Window) -> tuple[list[str], list[Any]]:
 
 
 def _read_checkpoints(
-    cur: psycopg.Cursor[Any], source: str, window: Window, decoder: BlobDecoder
+    cur: psycopg.Cursor[Any], source: str, window: Window, decoder: Decoder
 ) -> list[CheckpointRecord]:
     where, params = _filters(window)
     cur.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints"
@@ -229,7 +242,7 @@ def _read_checkpoints(
 
 def _read_blobs(
     cur: psycopg.Cursor[Any], source: str, keys: list[tuple[str, str, str, str]],
-    decoder: BlobDecoder,
+    decoder: Decoder,
 ) -> dict[tuple[str, str, str, str], Any]:
     if not keys:
         return {}
@@ -268,7 +281,7 @@ def _read_blobs(
 
 
 def _read_writes(
-    cur: psycopg.Cursor[Any], source: str, window: Window, decoder: BlobDecoder
+    cur: psycopg.Cursor[Any], source: str, window: Window, decoder: Decoder
 ) -> list[WriteRecord]:
     where, params = _filters(window)
     where.append("type IS NOT NULL AND type NOT IN ('null', 'empty')")

@@ -17,19 +17,18 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
 from twice.connectors.base import SourceError, SourceWarning
-from twice.connectors.checkpoints.decode import (
-    REFUSED,
-    BlobDecoder,
-    CheckpointRecord,
-    Window,
-    WriteRecord,
-)
+from twice.connectors.checkpoints.blobs import REFUSED
+from twice.connectors.checkpoints.parse import CheckpointRecord, WriteRecord
+from twice.connectors.checkpoints.times import Window
 from twice.connectors.jsonfile import MAX_FILE_BYTES, require_regular_file
+
+if TYPE_CHECKING:
+    from twice.connectors.checkpoints.blobs import Decoder
 
 _CHECKPOINT_COLUMNS = {"thread_id", "checkpoint_ns", "checkpoint_id", "type", "checkpoint",
                        "metadata"}
@@ -40,8 +39,10 @@ _CHECKPOINT_SELECT = ("SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.t
 
 
 def read_sqlite(
-    path: Path, window: Window, warnings: list[SourceWarning]
+    path: Path, window: Window, warnings: list[SourceWarning], *, raw: bool = False
 ) -> tuple[list[CheckpointRecord], list[WriteRecord]]:
+    """The file's checkpoints and pending writes, blobs decoded by LangGraph's serializer or,
+    `raw`, by `rawpack` (which raises `rawpack.Decline` for what it does not read exactly)."""
     source = str(path)
     _check_file(path)
     with open_evidence(path, warnings) as conn:
@@ -49,7 +50,7 @@ def read_sqlite(
         conn.text_factory = _text
         try:
             has_writes = _check_tables(conn, source, warnings)
-            with BlobDecoder(source, warnings) as decoder:
+            with _decoder(source, warnings, raw) as decoder:
                 checkpoints = _read_checkpoints(conn, source, window, decoder)
                 writes = _read_writes(conn, source, window, decoder) if has_writes else []
         except sqlite3.DatabaseError as exc:
@@ -62,6 +63,16 @@ def read_sqlite(
     return checkpoints, writes
 
 
+def _decoder(source: str, warnings: list[SourceWarning], raw: bool) -> Any:
+    if raw:
+        from twice.connectors.checkpoints.rawpack import RawBlobs
+
+        return RawBlobs(source, warnings)
+    from twice.connectors.checkpoints.decode import BlobDecoder  # LangGraph's serializer
+
+    return BlobDecoder(source, warnings)
+
+
 @contextmanager
 def open_evidence(path: Path, warnings: list[SourceWarning] | None = None
                   ) -> Iterator[sqlite3.Connection]:
@@ -70,19 +81,21 @@ def open_evidence(path: Path, warnings: list[SourceWarning] | None = None
     `mode=ro` is not enough: opening a WAL-mode database creates `-wal` and `-shm` files next to
     it (and fails in a read-only folder). With no `-wal` file beside it the database is complete
     in the one file, so it is opened `immutable` (SQLite then takes no locks and writes nothing).
-    A `-wal` file holds committed transactions not yet copied into the database: then the file
-    and its `-wal` are copied to a private temporary folder and the copy is read, so those
-    transactions are seen and the evidence folder is still left as it was. Only a `-wal` that
-    is a regular file, and only files within twice's size cap, are copied (a `-wal` linking to
-    /dev/zero, or a sparse 20 GiB file, would fill the disk): otherwise the database is read
-    without its `-wal`, and `warnings` says so. A `-shm` is never read (SQLite rebuilds it).
+    A `-wal` file holds committed transactions not yet copied into the database: then (unless
+    it is empty) the file and its `-wal` are copied to a private temporary folder and the copy
+    is read, so those transactions are seen and the evidence folder is still left as it was.
+    Only a `-wal` that is a regular file, and only files within twice's size cap, are copied (a
+    `-wal` linking to /dev/zero, or a sparse 20 GiB file, would fill the disk): otherwise the
+    database is read without its `-wal`, and `warnings` says so. A `-shm` is never read (SQLite
+    rebuilds it).
     """
     source = str(path)
     wal = path.with_name(path.name + "-wal")
     with tempfile.TemporaryDirectory(prefix="twice-sqlite-") as tmp:
         try:
             copy = Path(tmp) / "evidence.sqlite"
-            if os.path.lexists(wal) and _copy_wal(path, wal, copy, source, warnings):
+            if os.path.lexists(wal) and not _empty(wal) \
+                    and _copy_wal(path, wal, copy, source, warnings):
                 conn = sqlite3.connect(str(copy))
             else:
                 conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1",
@@ -94,6 +107,16 @@ def open_evidence(path: Path, warnings: list[SourceWarning] | None = None
             yield conn
         finally:
             conn.close()
+
+
+def _empty(wal: Path) -> bool:
+    """An empty `-wal` (a reader left it, or the log was checkpointed) holds no transaction:
+    the database is complete without it, and is not copied."""
+    try:
+        info = os.stat(wal)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size == 0
 
 
 def _copy_wal(path: Path, wal: Path, copy: Path, source: str,
@@ -207,7 +230,7 @@ def _filters(window: Window, alias: str = "") -> tuple[list[str], list[Any]]:
 
 
 def _read_checkpoints(
-    conn: sqlite3.Connection, source: str, window: Window, decoder: BlobDecoder
+    conn: sqlite3.Connection, source: str, window: Window, decoder: Decoder
 ) -> list[CheckpointRecord]:
     where, params = _filters(window, "c")
     sql = _CHECKPOINT_SELECT + (" WHERE " + " AND ".join(where) if where else "")
@@ -228,7 +251,7 @@ def _read_checkpoints(
     return records
 
 
-def _record(row: tuple[Any, ...], source: str, decoder: BlobDecoder,
+def _record(row: tuple[Any, ...], source: str, decoder: Decoder,
             context_only: bool) -> CheckpointRecord:
     thread_id, ns, checkpoint_id, type_, blob, raw_meta = row
     where = f"{source}#{thread_id}/{checkpoint_id}"
@@ -255,7 +278,7 @@ def _metadata(raw: Any, where: str, warnings: list[SourceWarning]) -> Mapping[st
 
 
 def _read_writes(
-    conn: sqlite3.Connection, source: str, window: Window, decoder: BlobDecoder
+    conn: sqlite3.Connection, source: str, window: Window, decoder: Decoder
 ) -> list[WriteRecord]:
     where, params = _filters(window)
     where.append("type IS NOT NULL AND type NOT IN ('null', 'empty')")
