@@ -12,7 +12,7 @@ from twice.clocks import THIN_LABEL, THIN_WHY
 from twice.engine import Analysis
 from twice.formats import utc
 from twice.web.figures import timeline_figure, waterfall_figure
-from twice.web.nav import go
+from twice.web.nav import go, show
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text
 
@@ -48,9 +48,11 @@ _range_listener = st.components.v2.component("twice_timeline_range", js=_RANGE_J
 
 def render(inv: Investigation) -> None:
     state = inv.state
-    raw = st.toggle("Raw source clocks (off: clock-aligned)", value=state.clock == "raw")
-    if raw != (state.clock == "raw"):
-        go(dataclasses.replace(state, clock="raw" if raw else "aligned"))
+    raw = state.clock == "raw"
+    toggle = f"clock:{state.clock}"
+    st.toggle("Raw source clocks (off: clock-aligned)", value=raw, key=toggle,
+              on_change=lambda: show(dataclasses.replace(
+                  state, clock="raw" if st.session_state[toggle] else "aligned")))
     window = (state.t0, state.t1) if state.t0 is not None and state.t1 is not None else None
     fig = _timeline_figure(inv.inv_id, inv.analysis, inv.group.group_id if inv.group else None,
                            not raw, window)

@@ -15,7 +15,7 @@ from twice.store.model import STATUSES
 from twice.verdict import fmt_gap
 from twice.web.cache import get_analysis, get_store
 from twice.web.export import LIVE_ERRORS
-from twice.web.nav import base_url, go
+from twice.web.nav import base_url, go, show
 from twice.web.problems import store_problem
 from twice.web.tabs import TABS, Investigation
 from twice.web.text import md_text, shown_frame
@@ -44,10 +44,13 @@ def render() -> None:
     _pick_duplicate(inv)
     tabs = list(TABS)
     tab = state.tab if state.tab in tabs else "verdict"
-    picked = st.radio("View", tabs, index=tabs.index(tab), horizontal=True,
-                      format_func=lambda t: TABS[t][0], label_visibility="collapsed")
-    if picked != tab:
-        go(dataclasses.replace(state, tab=picked))
+    # keyed by the tab the URL names: the picker always shows the URL's tab (a link, the
+    # browser's back button); a click changes the URL in its callback, and that run draws it
+    picker = f"view:{tab}"
+    st.radio("View", tabs, index=tabs.index(tab), horizontal=True, key=picker,
+             format_func=lambda t: TABS[t][0], label_visibility="collapsed",
+             on_change=lambda: show(dataclasses.replace(
+                 state, tab=str(st.session_state[picker]))))
     TABS[tab][1](inv)
     st.divider()
     st.markdown("**Link to this view** (no secrets in it):")
@@ -123,7 +126,7 @@ def _pick_duplicate(inv: Investigation) -> None:
               for k, layer, gap, customer, amount, second in zip(
                   dups["key"], dups["layer"], dups["gap_seconds"].astype(float),
                   dups["customer"], dups["amount"], dups["second"], strict=True)}
-    chosen = st.selectbox("Duplicate", list(labels), index=list(labels).index(key),
-                          format_func=labels.__getitem__)
-    if chosen != key:
-        go(inv.state.at_duplicate(chosen))
+    picker = f"duplicate:{key}"
+    st.selectbox("Duplicate", list(labels), index=list(labels).index(key), key=picker,
+                 format_func=labels.__getitem__,
+                 on_change=lambda: show(inv.state.at_duplicate(str(st.session_state[picker]))))
