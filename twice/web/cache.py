@@ -1,59 +1,34 @@
 """What the app keeps across reruns and sessions: the store (the bundled samples imported into
-it once) and each investigation's analysis."""
+it once, in the background) and each investigation's analysis."""
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
-from pathlib import Path
-
 import streamlit as st
 
-from twice.connectors import registry
 from twice.engine import Analysis
 from twice.failure import AnalysisFailure, analyze_or_keep
-from twice.store import (
-    InvestigationExists,
-    InvestigationNotFound,
-    Note,
-    Snapshot,
-    Store,
-    StoreReadOnly,
-    open_store,
-)
+from twice.store import InvestigationNotFound, Snapshot, Store, open_store
 from twice.timeline import SourceWarning
-
-SAMPLES = Path(__file__).resolve().parents[2] / "sample_data"
+from twice.web.samples import SampleImport
 
 
 @st.cache_resource
 def get_store() -> Store:
+    """The store, opened once per process; the bundled samples it lacks are imported in the
+    background (`sample_import`), so no page waits for them."""
     store = open_store()
-    _import_samples(store)
+    _sample_import(store)
     return store
 
 
-def _import_samples(store: Store) -> None:
-    """The bundled sample incidents, under stable ids so the README's links work everywhere."""
-    if not SAMPLES.is_dir():  # installed without the repository's sample_data/
-        return
-    for folder in sorted(p for p in SAMPLES.iterdir() if (p / "truth.json").exists()):
-        inv_id = "sample-" + folder.name.replace("_", "-")
-        if store.get(inv_id) is not None:
-            continue
-        truth = json.loads((folder / "truth.json").read_text())
-        found, _ = registry.scan_folder(folder)
-        loaded = registry.load_all([(n, p, {}) for n, p in found])
-        title = f"Sample: {folder.name.replace('_', ' ')}"
-        try:
-            store.create(title, loaded.rows, sources=sorted({n for n, _ in found}),
-                         warnings=loaded.warnings, tags=["sample", truth["layer"]], id=inv_id)
-        except InvestigationExists:  # another process imported it first
-            continue
-        except StoreReadOnly:  # a read-only store still shows what it holds
-            return
-        store.add_note(inv_id, Note(author="twice lab", at=datetime.now(UTC),
-                                    text=f"What really happened: {truth['description']}"))
+@st.cache_resource
+def _sample_import(_store: Store) -> SampleImport:
+    return SampleImport(_store).start()
+
+
+def sample_import() -> SampleImport:
+    """The import of the bundled samples into this process's store (done, or under way)."""
+    return _sample_import(get_store())
 
 
 @st.cache_resource(max_entries=32)

@@ -162,6 +162,10 @@ def live_form(store: Store) -> None:
     if not subject.strip():
         st.error("Customer, payment intent or charge id: give the one the incident is about")
         return
+    if not key.strip():  # said of the form's field, not of the command line's variable
+        st.error("Stripe restricted key: give the key the provider's events are read with "
+                 "(rk_… or sk_…); it is used for this request only, never saved.")
+        return
     try:
         when = pd.Timestamp(around)
         if pd.isna(when):  # "" (and "NaT") read as NaT, not as an error

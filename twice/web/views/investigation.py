@@ -13,12 +13,12 @@ from twice.store import InvestigationNotFound, StoreError
 from twice.store.links import ViewState, from_query, link
 from twice.store.model import STATUSES
 from twice.verdict import fmt_gap
-from twice.web.cache import get_analysis, get_store
+from twice.web.cache import get_analysis, get_store, sample_import
 from twice.web.export import LIVE_ERRORS
 from twice.web.nav import base_url, go, show
 from twice.web.problems import store_problem
 from twice.web.tabs import TABS, Investigation
-from twice.web.text import md_text, shown_frame
+from twice.web.text import md_text, plural, shown_frame
 
 WARNINGS_SHOWN = 20
 
@@ -27,6 +27,11 @@ def render() -> None:
     state = from_query(st.query_params.to_dict())
     store = get_store()
     snapshot = store.get(state.inv, timeline=False) if state.inv else None
+    if snapshot is None and state.inv and sample_import().is_pending(state.inv):
+        # a new store's first visit: this bundled sample is still being analysed and saved
+        with st.spinner("Analysing the bundled samples…"):
+            sample_import().wait()
+        snapshot = store.get(state.inv, timeline=False)
     try:  # the timeline is in the cached analysis
         analysed = get_analysis(snapshot.summary.id, store) if snapshot is not None else None
     except InvestigationNotFound:
@@ -60,8 +65,8 @@ def render() -> None:
 def _header(inv: Investigation) -> None:
     s = inv.snap.summary
     st.title(md_text(s.title))
-    st.caption(f"{md_text(s.provider)} · {len(inv.analysis.groups)} duplicate groups · worst "
-               f"layer {s.worst_layer or '—'} · money at risk "
+    st.caption(f"{md_text(s.provider)} · {plural(len(inv.analysis.groups), 'duplicate group')} · "
+               f"worst layer {s.worst_layer or '—'} · money at risk "
                f"{md_text(money(s.money_at_risk))} · saved "
                f"{s.created_at:%Y-%m-%d %H:%M} UTC · id `{s.id}`")
     _workflow(inv)
