@@ -22,7 +22,7 @@ from twice.formats import minor_unit_exponent
 from twice.layers import LAYERS
 from twice.store.dialect import dumps, loads
 from twice.store.model import DuplicateRow, Summary, WarningLike, new_id, valid_id
-from twice.timeline import validate
+from twice.timeline import COLUMN_NAMES, coerce, validate
 
 # Timeline columns whose values a user may paste into the search box to find an investigation.
 SEARCH_COLUMNS = ("subject", "thread_id", "request_id", "tool_call_id", "object_id", "event_id",
@@ -221,5 +221,7 @@ def _warning_dict(warning: Any) -> dict[str, Any]:
 
 def timeline_from_parquet(data: bytes) -> pd.DataFrame:
     frame = pd.read_parquet(io.BytesIO(data), engine="pyarrow")
+    if any(c not in frame.columns for c in COLUMN_NAMES):  # saved before a column was added
+        frame = coerce(frame)
     validate(frame)
     return frame

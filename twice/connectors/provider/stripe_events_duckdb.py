@@ -242,6 +242,8 @@ def _columns(table: Any, name: str) -> dict[str, Any] | None:
     cols["currency"] = [None if c is None else lower[c] for c in currency]
     cols["origin"] = [f"{name}:{i}" for i in range(1, n + 1)]
     cols["key_recorded"] = np.ones(n, dtype=np.int64)  # every line's `request` is an object
+    cols["livemode"] = [None if v is None else int(v)
+                        for v in table.column("livemode").to_pylist()]
     cols["detail"] = [None if c is None else _first_detail(c, short)
                       for c in table.column("detail_candidates").to_pylist()]
     args: list[str | None] = [None] * n
