@@ -550,6 +550,9 @@ def record_text(row: pd.Series) -> str:
                 continue
             except ValueError:
                 pass
+        if col == "livemode" and text in ("0", "1"):  # as Stripe writes it
+            record[str(col)] = text == "1"
+            continue
         record[str(col)] = value if isinstance(value, int | float) and not isinstance(
             value, bool) else text
     return visible(json.dumps(record, indent=2, ensure_ascii=False, default=str))
