@@ -115,3 +115,26 @@ def test_the_exported_incident_folder_reloads_to_the_same_verdicts(
     assert [(g["group_id"], [d["layer"] for d in g["duplicates"]]) for g in reloaded["groups"]] \
         == [(g["group_id"], [d["layer"] for d in g["duplicates"]]) for g in exported["groups"]] \
         == [(exported["groups"][0]["group_id"], ["redelivery"])]
+
+
+def test_an_investigation_saved_here_opens_with_the_analysis_it_was_saved_with(
+        store_path: Path) -> None:
+    """Saving analyses the evidence once (the store's summary is made of it); its page opens
+    with that analysis, the same as analysing the saved snapshot again would give."""
+    from twice.connectors import registry
+    from twice.report import to_contract
+    from twice.web.cache import analysis_of, get_analysis, get_store, save_analysed
+
+    found, _ = registry.scan_folder(Path(__file__).resolve().parents[2] / "sample_data"
+                                    / "redelivery")
+    loaded = registry.load_all([(n, p, {}) for n, p in found])
+    store = get_store()
+    warnings = [{"source": w.source, "detail": w.detail} for w in loaded.warnings]
+    inv = save_analysed(store, "Saved here", loaded.rows, sources=["x"], warnings=warnings)
+    kept = get_analysis(inv, store)
+    again = analysis_of(open_store(str(store_path)).get(inv))  # type: ignore[arg-type]
+    assert kept[1] is None and again[1] is None
+    assert to_contract(kept[0]) == to_contract(again[0])
+    assert kept[0] is not again[0] and get_analysis(inv, store) is kept  # not made again
+    at = run({"inv": inv, "tab": "verdict"})
+    assert at.header[0].value.startswith("redelivery")
