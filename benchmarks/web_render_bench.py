@@ -11,12 +11,14 @@ chromium, driven by Playwright, measures:
 
 - `first_visit_empty_store`: a new, empty store's first visit: until the incidents list is
   shown (`list_s`), and until every bundled sample is listed (`samples_s`);
-- per incident, on a warm server (each incident opened once before, by another session):
-  - `shared_link`: a link (`?inv=...&tab=verdict`) opened in a new browser session, until
-    the verdict's heading is shown (`heading_s`) and until the page has settled (`settle_s`);
-  - `tabs`: each tab switch (a click on the view picker), until the page has settled;
-  - `cold_link`: the same link the first time the server shows that incident (`heading_s`,
-    `settle_s`);
+- per incident:
+  - `cold_link`: a link (`?inv=...&tab=verdict`) the first time the server shows that incident
+    (read from the store and analysed), until the verdict's heading is shown (`heading_s`) and
+    until the page has settled (`settle_s`);
+  - then on a warm server, each the median of `--repeat` (all values under `all`):
+  - `shared_link`: the same link opened in a new browser session (heading, settled);
+  - `tabs`: each tab switch (a click on the view picker), until the page has settled; the
+    first round of a session loads plotly.js, later ones have it;
 
 "Settled": Streamlit's running indicator is gone, no element is stale (left from the run
 before) and every chart on the page has been drawn by plotly.
@@ -51,7 +53,7 @@ TABS = ("timeline", "gaps", "verdict", "notes", "export")
 # what each tab shows once drawn (absent from every other tab)
 TAB_MARK = {
     "verdict": "h2#verdict",
-    "timeline": "[data-testid='stCaptionContainer']:has-text('rows; past')",
+    "timeline": "[data-testid='stCaptionContainer']:has-text('Draw a box over a stretch')",
     "gaps": "[data-testid='stMarkdownContainer']:has-text('Selected:')",
     "notes": "button:has-text('Add note')",
     "export": "button:has-text('Analysis JSON')",
@@ -123,8 +125,9 @@ def open_link(browser: Any, url: str) -> dict[str, float]:
     return {"heading_s": round(heading, 2), "settle_s": round(done, 2)}
 
 
-def switch_tabs(browser: Any, url: str) -> dict[str, float]:
-    """Each tab switch by a click on the view picker, as a user does, from the verdict."""
+def switch_tabs(browser: Any, url: str, rounds: int) -> dict[str, list[float]]:
+    """Each tab switch by a click on the view picker, as a user does, from the verdict, in one
+    browser session, `rounds` times (the first round loads the chart library)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.goto(url)
@@ -132,20 +135,26 @@ def switch_tabs(browser: Any, url: str) -> dict[str, float]:
     settle(page)
     labels = {"timeline": "Timeline", "gaps": "Gaps against the bands", "verdict": "Verdict",
               "notes": "Notes", "export": "Export"}
-    out: dict[str, float] = {}
-    for tab in (*TABS[:2], *TABS[3:], "verdict"):
+    out: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for tab in (*TABS[:2], *TABS[3:], "verdict"):
 
-        def step(tab: str = tab) -> None:
-            page.locator("[data-testid='stRadio'] label").filter(
-                has_text=labels[tab]).first.click()
-            page.wait_for_function(f"() => location.search.includes('tab={tab}')",
-                                   timeout=TIMEOUT_MS, polling=50)
-            page.locator(TAB_MARK[tab]).first.wait_for(timeout=TIMEOUT_MS)
-            settle(page)
+            def step(tab: str = tab) -> None:
+                page.locator("[data-testid='stRadio'] label").filter(
+                    has_text=labels[tab]).first.click()
+                page.wait_for_function(f"() => location.search.includes('tab={tab}')",
+                                       timeout=TIMEOUT_MS, polling=50)
+                page.locator(TAB_MARK[tab]).first.wait_for(timeout=TIMEOUT_MS)
+                settle(page)
 
-        out[tab] = timed(step)
+            out.setdefault(tab, []).append(timed(step))
     context.close()
     return out
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
 
 
 def first_visit(browser: Any, tmp: Path) -> dict[str, float]:
@@ -195,6 +204,8 @@ def main() -> None:
                     help="an incident folder of about 1,300 rows")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/web_render.json")
     ap.add_argument("--skip-first-visit", action="store_true")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="times each warm measurement is taken (the median is reported)")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -218,13 +229,18 @@ def main() -> None:
             for inv in ("busy-day", "large"):
                 link = f"{url}/?inv={inv}&tab=verdict"
                 cold = open_link(browser, link)
-                results[inv] = {"rows": sizes[inv]["rows"], "cold_link": cold,
-                                "shared_link": open_link(browser, link),
-                                "tabs": switch_tabs(browser, link)}
+                shared = [open_link(browser, link) for _ in range(args.repeat)]
+                tabs = switch_tabs(browser, link, args.repeat)
+                results[inv] = {
+                    "rows": sizes[inv]["rows"], "cold_link": cold,
+                    "shared_link": {k: median([s[k] for s in shared]) for k in cold},
+                    "tabs": {tab: median(v) for tab, v in tabs.items()},
+                    "all": {"shared_link": shared, "tabs": tabs}}
                 print(json.dumps({inv: results[inv]}), flush=True)
         browser.close()
     doc = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "what": "seconds a user waits, in chromium; see the script's docstring",
+           "what": "seconds a user waits, in chromium (warm: the median of --repeat); see the "
+                   "script's docstring",
            "targets_s": {"view": 2.0, "shared_link": 3.0}, "incidents": sizes,
            "seconds": results, "cpus": os.cpu_count(),
            "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]}

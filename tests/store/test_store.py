@@ -155,6 +155,17 @@ def test_a_timeline_saved_before_a_column_existed_reads_back_with_it_empty(
                                   step_retry.timeline.drop(columns="livemode"))
 
 
+def test_an_investigations_duplicates_as_saved(backend: Backend, step_retry: Incident,
+                                              redelivery: Incident) -> None:
+    inv_id = save(backend.store, "two", step_retry)
+    save(backend.store, "other", redelivery)
+    (dup,) = backend.store.duplicates(inv_id)
+    group = step_retry.analysis.groups[0]
+    assert (dup.group_id, dup.layer) == (group.group_id, "step_retry")
+    assert dup.dup_key.endswith(group.duplicates[0].second)
+    assert backend.store.duplicates("no-such-one") == [] == backend.store.duplicates("bad id!")
+
+
 def test_list_is_newest_first(backend: Backend, step_retry: Incident) -> None:
     ids = [save(backend.store, f"incident {n}", step_retry) for n in range(3)]
     assert [s.id for s in backend.store.list()] == ids[::-1]

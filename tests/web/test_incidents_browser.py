@@ -16,6 +16,7 @@ from tests.web.conftest import chromium, running_app
 
 ROOT = Path(__file__).resolve().parents[2]
 INV = "checkout-double"
+FIRST_OPEN = "opened-once"  # an investigation only one test opens
 TITLE = "Checkout double charge"
 SAMPLES = sum(1 for p in (ROOT / "sample_data").iterdir() if (p / "truth.json").exists())
 
@@ -36,6 +37,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     found, _ = registry.scan_folder(ROOT / "sample_data" / "step_retry")
     rows = registry.load_all([(n, p, {}) for n, p in found]).rows
     open_store(str(path)).create(TITLE, rows, id=INV)
+    open_store(str(path)).create("Opened once, by one test", rows, id=FIRST_OPEN)
     with running_app({"TWICE_STORE": str(path)}) as url:
         yield url
 
@@ -135,3 +137,25 @@ def test_a_saved_verdict_is_confirmed_and_the_form_emptied(app: str, browser: An
     page.get_by_text("Verdict", exact=True).click()
     page.get_by_text("Investigator ana confirmed").wait_for(timeout=60_000)
     page.close()
+
+
+def test_a_link_the_server_has_not_analysed_yet_says_its_saved_verdict_first(app: str) -> None:
+    """The first time the server shows an investigation it reads and analyses it (seconds on
+    a large one): the store's own account of it (the title, the verdict saved with it) is sent
+    before that, then the page. The next session gets the page at once, not analysed again."""
+    from tests.web.test_gate import Session, elements, exceptions, session
+
+    with session(app) as ws:
+        msgs = Session(ws).run(query=f"inv={FIRST_OPEN}&tab=verdict")
+    assert exceptions(msgs) == []
+    texts = [str(e) for e in elements(msgs)]
+    saved = [i for i, t in enumerate(texts) if "the verdict as saved" in t]
+    heading = [i for i, t in enumerate(texts) if "step_retry: " in t and "verdict" in t]
+    confidence = [i for i, t in enumerate(texts) if "Confidence" in t]
+    assert saved and heading and confidence, texts
+    assert heading[0] < saved[0] < confidence[0]  # the saved verdict, before the analysis's
+    with session(app) as ws:
+        again = [str(e) for e in elements(Session(ws).run(
+            query=f"inv={FIRST_OPEN}&tab=verdict"))]
+    assert not any("the verdict as saved" in t for t in again)
+    assert any("Confidence" in t for t in again)

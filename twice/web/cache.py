@@ -62,6 +62,10 @@ class Analyses:
             self.put(inv_id, analysed)
             return analysed
 
+    def has(self, inv_id: str) -> bool:
+        with self._lock:
+            return inv_id in self._kept
+
     def put(self, inv_id: str, analysed: Analysed) -> None:
         with self._lock:
             self._kept[inv_id] = analysed
@@ -89,6 +93,11 @@ def get_analysis(inv_id: str, store: Store) -> Analysed:
         return analysis_of(snapshot)
 
     return _analyses().get(inv_id, make)
+
+
+def is_analysed(inv_id: str) -> bool:
+    """Whether this process holds the investigation's analysis (its page opens at once)."""
+    return _analyses().has(inv_id)
 
 
 def save_analysed(store: Store, title: str, timeline: pd.DataFrame, *,

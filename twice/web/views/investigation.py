@@ -9,11 +9,12 @@ import pandas as pd
 import streamlit as st
 
 from twice.formats import money, visible
-from twice.store import InvestigationNotFound, StoreError
+from twice.layers import LAYERS, Layer
+from twice.store import InvestigationNotFound, Snapshot, Store, StoreError
 from twice.store.links import ViewState, from_query, link
 from twice.store.model import STATUSES
 from twice.verdict import fmt_gap
-from twice.web.cache import get_analysis, get_store, sample_import
+from twice.web.cache import Analysed, get_analysis, get_store, is_analysed, sample_import
 from twice.web.export import LIVE_ERRORS
 from twice.web.nav import base_url, go, show
 from twice.web.problems import store_problem
@@ -32,10 +33,7 @@ def render() -> None:
         with st.spinner("Analysing the bundled samples…"):
             sample_import().wait()
         snapshot = store.get(state.inv, timeline=False)
-    try:  # the timeline is in the cached analysis
-        analysed = get_analysis(snapshot.summary.id, store) if snapshot is not None else None
-    except InvestigationNotFound:
-        analysed = None
+    analysed = _analysed(store, snapshot, state) if snapshot is not None else None
     if snapshot is None or analysed is None:
         st.error(f"Investigation `{state.inv}` was not found. It may have been deleted, or the "
                  "link was mistyped.")
@@ -60,6 +58,44 @@ def render() -> None:
     st.divider()
     st.markdown("**Link to this view** (no secrets in it):")
     st.code(link(base_url(), state.at_duplicate(inv.key, tab=tab)), language=None)
+
+
+def _analysed(store: Store, snapshot: Snapshot, state: ViewState) -> Analysed | None:
+    """The investigation's analysis (None: deleted meanwhile). The first time this server
+    shows it, the store's own account of it stands in the page while it is analysed."""
+    inv_id = snapshot.summary.id
+    try:
+        if is_analysed(inv_id):
+            return get_analysis(inv_id, store)
+        preview = st.empty()
+        with preview.container():
+            _preview(store, snapshot, state)
+            with st.spinner("Reading and analysing the saved evidence…"):
+                analysed = get_analysis(inv_id, store)
+        preview.empty()
+        return analysed
+    except InvestigationNotFound:
+        return None
+
+
+def _preview(store: Store, snapshot: Snapshot, state: ViewState) -> None:
+    """The investigation as the store saved it (its title, the verdict its duplicate was saved
+    with), shown while its timeline is read and analysed, which takes seconds on a large one:
+    a shared link says what it is about at once."""
+    s = snapshot.summary
+    st.title(md_text(s.title))
+    dups = store.duplicates(s.id)
+    wanted = next((d for d in dups if d.dup_key == state.dup), None) or next(
+        (d for d in dups if d.group_id == state.group), None)
+    if wanted is None and dups:  # the newest call, its first duplicate (as the page opens)
+        newest = max(dups, key=lambda d: (d.at is not None, d.at or 0)).group_id
+        wanted = next(d for d in dups if d.group_id == newest)
+    if wanted is not None and (state.tab or "verdict") == "verdict":
+        layer = Layer(wanted.layer)
+        st.header(f"{layer.value}: {LAYERS[layer].plain}", anchor="verdict")
+        st.caption(f"gap {fmt_gap(wanted.gap_seconds)} · "
+                   f"{md_text(wanted.customer or 'no customer')} · the verdict as saved "
+                   f"{s.created_at:%Y-%m-%d %H:%M} UTC; the evidence is being read")
 
 
 def _header(inv: Investigation) -> None:
