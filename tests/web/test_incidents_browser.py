@@ -37,7 +37,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     found, _ = registry.scan_folder(ROOT / "sample_data" / "step_retry")
     rows = registry.load_all([(n, p, {}) for n, p in found]).rows
     open_store(str(path)).create(TITLE, rows, id=INV)
-    open_store(str(path)).create("Opened once, by one test", rows, id=FIRST_OPEN)
+    open_store(str(path)).create("Checkout double charge, reported again", rows, id=FIRST_OPEN)
     with running_app({"TWICE_STORE": str(path)}) as url:
         yield url
 
@@ -159,3 +159,36 @@ def test_a_link_the_server_has_not_analysed_yet_says_its_saved_verdict_first(app
             query=f"inv={FIRST_OPEN}&tab=verdict"))]
     assert not any("the verdict as saved" in t for t in again)
     assert any("Confidence" in t for t in again)
+
+
+def test_the_list_the_verdict_and_the_notes_fit_a_phone(app: str, browser: Any) -> None:
+    """At 390 px nothing is wider than the screen (no sideways scrolling to read a line)."""
+    from tests.web.test_web_browser import _shot
+
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True,
+                                  has_touch=True, device_scale_factor=2)
+    page = context.new_page()
+    wide = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    page.goto(f"{app}/")
+    page.get_by_role("link", name=TITLE, exact=True).wait_for(timeout=90_000)
+    page.get_by_role("heading", name=f"{SAMPLES + 2} incidents").wait_for(timeout=300_000)
+    _settled(page)
+    expect(page.locator(f".st-key-incident-{INV}")).to_contain_text("1 group ·")
+    assert page.evaluate(wide) <= 0
+    _shot(page, "incidents_phone")
+    page.goto(f"{app}/?inv={INV}&tab=verdict")
+    page.locator("h2#verdict").wait_for(timeout=90_000)
+    _settled(page)
+    assert page.evaluate(wide) <= 0
+    _shot(page, "verdict_phone")
+    page.goto(f"{app}/?inv={INV}&tab=notes")
+    page.get_by_role("button", name="Save verdict").wait_for(timeout=90_000)
+    _settled(page)
+    page.get_by_role("textbox", name="Reason").fill("a new request id and key per attempt")
+    page.get_by_role("button", name="Save verdict").click()
+    page.get_by_text("confirmed the verdict").wait_for(timeout=30_000)
+    _settled(page)
+    page.get_by_text("confirmed the verdict").scroll_into_view_if_needed()
+    assert page.evaluate(wide) <= 0
+    _shot(page, "notes_phone")
+    context.close()

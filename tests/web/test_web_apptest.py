@@ -49,6 +49,7 @@ def test_opens_on_the_bundled_samples(store_path: Path) -> None:
     for name in ["step retry", "redelivery", "model reemission", "control new turn"]:
         assert f"Sample: {name}" in page
     assert "9 incidents" in page and "(inv=sample-step-retry&tab=verdict)" in page
+    assert ":blue[**Sample: step retry**] (inv=sample-step-retry&tab=verdict)" in page
 
 
 def test_a_shared_link_reproduces_the_verdict_view(store_path: Path) -> None:

@@ -113,8 +113,9 @@ def _listing(store: Store, wanted: Wanted) -> None:
     page = pages()[INVESTIGATION]
     for s in rows:
         with st.container(key=f"incident-{s.id}", gap="small"):
-            st.page_link(page, label=f"**{md_text(s.title)}**", help="", query_params=to_query(
-                opens.get(s.id) or ViewState(inv=s.id, tab="verdict")))
+            st.page_link(page, label=f":blue[**{md_text(s.title)}**]", help="",
+                         query_params=to_query(opens.get(s.id)
+                                               or ViewState(inv=s.id, tab="verdict")))
             st.caption(summary_line(s))
 
 
@@ -147,7 +148,8 @@ def _duplicates(store: Store, search: str, layer: str | None) -> list[DuplicateH
         refund = {True: " · refunded", False: " · not refunded", None: ""}[d.refunded]
         with st.container(key=f"duplicate-{i}", gap="small"):
             st.page_link(page, help="", query_params=to_query(duplicate_view(h)),
-                         label=f"{md_text(d.customer or 'no customer')} · {md_text(amount)} · "
-                               f"**{md_text(d.layer)}** · gap {fmt_gap(d.gap_seconds)}")
+                         label=f":blue[{md_text(d.customer or 'no customer')} · "
+                               f"{md_text(amount)} · **{md_text(d.layer)}** · gap "
+                               f"{fmt_gap(d.gap_seconds)}]")
             st.caption(f"{when}{refund} · in {md_text(h.investigation.title)}")
     return hits
