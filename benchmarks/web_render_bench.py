@@ -16,7 +16,10 @@ chromium, driven by Playwright, measures:
     (read from the store and analysed), until the verdict's heading is shown (`heading_s`) and
     until the page has settled (`settle_s`);
   - then on a warm server, each the median of `--repeat` (all values under `all`):
-  - `shared_link`: the same link opened in a new browser session (heading, settled);
+  - `shared_link`: the same link opened in a new browser profile (heading, settled): every
+    script of Streamlit's front end is fetched (~100 files);
+  - `shared_link_cached`: the same link in a new tab of a browser that has opened the app
+    before (a new Streamlit session, its scripts cached);
   - `tabs`: each tab switch (a click on the view picker), until the page has settled; the
     first round of a session loads plotly.js, later ones have it;
 
@@ -52,7 +55,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-backgroun
 TABS = ("timeline", "gaps", "verdict", "notes", "export")
 # what each tab shows once drawn (absent from every other tab)
 TAB_MARK = {
-    "verdict": "h2#verdict",
+    "verdict": "[data-testid='stMetricLabel']:has-text('Confidence')",
     "timeline": "[data-testid='stCaptionContainer']:has-text('Draw a box over a stretch')",
     "gaps": "[data-testid='stMarkdownContainer']:has-text('Selected:')",
     "notes": "button:has-text('Add note')",
@@ -111,17 +114,24 @@ def timed(step: Callable[[], None]) -> float:
     return round(time.perf_counter() - start, 2)
 
 
-def open_link(browser: Any, url: str) -> dict[str, float]:
-    """A link opened in a new browser session: until the verdict heading, until settled."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+def open_link(browser: Any, url: str, context: Any = None) -> dict[str, float]:
+    """A link opened in a new Streamlit session: until the verdict heading, until settled. In
+    a new browser profile (nothing cached: every script of Streamlit's is fetched), or in a new
+    tab of `context` (a browser that has opened the app before)."""
+    own = context is None
+    if own:
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     start = time.perf_counter()
     page.goto(url)
-    page.locator(TAB_MARK["verdict"]).first.wait_for(timeout=TIMEOUT_MS)
+    page.locator("h2#verdict").first.wait_for(timeout=TIMEOUT_MS)
     heading = time.perf_counter() - start
+    page.locator(TAB_MARK["verdict"]).first.wait_for(timeout=TIMEOUT_MS)
     settle(page)
     done = time.perf_counter() - start
-    context.close()
+    page.close()
+    if own:
+        context.close()
     return {"heading_s": round(heading, 2), "settle_s": round(done, 2)}
 
 
@@ -204,6 +214,9 @@ def main() -> None:
                     help="an incident folder of about 1,300 rows")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/web_render.json")
     ap.add_argument("--skip-first-visit", action="store_true")
+    ap.add_argument("--store", type=Path, help="the store to measure on: built there when it "
+                    "does not exist, reused when it does (to compare two trees on one store, "
+                    "build it with the older one)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="times each warm measurement is taken (the median is reported)")
     args = ap.parse_args()
@@ -216,10 +229,16 @@ def main() -> None:
         if not args.skip_first_visit:
             results["first_visit_empty_store"] = first_visit(browser, tmp)
             print(json.dumps(results), flush=True)
-        store_path = tmp / "store.sqlite3"
-        started = time.perf_counter()
-        sizes = build_store(store_path, tmp, args.rows, args.busy_day)
-        print(f"store built in {time.perf_counter() - started:.0f} s", flush=True)
+        store_path = args.store or tmp / "store.sqlite3"
+        sizes_file = store_path.with_suffix(".sizes.json")
+        if store_path.exists() and sizes_file.exists():
+            sizes = json.loads(sizes_file.read_text())
+        else:
+            started = time.perf_counter()
+            sizes = build_store(store_path, tmp, args.rows, args.busy_day)
+            sizes_file.write_text(json.dumps(sizes))
+            print(f"store built in {time.perf_counter() - started:.0f} s", flush=True)
+        load_at_start = [round(x, 2) for x in os.getloadavg()]
         with served(store_path, tmp / "app.log") as url:
             warm = browser.new_page()
             warm.goto(f"{url}/")  # the samples imported before anything is measured
@@ -230,19 +249,25 @@ def main() -> None:
                 link = f"{url}/?inv={inv}&tab=verdict"
                 cold = open_link(browser, link)
                 shared = [open_link(browser, link) for _ in range(args.repeat)]
+                returning = browser.new_context(viewport={"width": 1400, "height": 1000})
+                open_link(browser, link, returning)  # the browser has opened twice before
+                cached = [open_link(browser, link, returning) for _ in range(args.repeat)]
+                returning.close()
                 tabs = switch_tabs(browser, link, args.repeat)
                 results[inv] = {
                     "rows": sizes[inv]["rows"], "cold_link": cold,
                     "shared_link": {k: median([s[k] for s in shared]) for k in cold},
+                    "shared_link_cached": {k: median([s[k] for s in cached]) for k in cold},
                     "tabs": {tab: median(v) for tab, v in tabs.items()},
-                    "all": {"shared_link": shared, "tabs": tabs}}
+                    "all": {"shared_link": shared, "shared_link_cached": cached,
+                            "tabs": tabs}}
                 print(json.dumps({inv: results[inv]}), flush=True)
         browser.close()
     doc = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "what": "seconds a user waits, in chromium (warm: the median of --repeat); see the "
                    "script's docstring",
            "targets_s": {"view": 2.0, "shared_link": 3.0}, "incidents": sizes,
-           "seconds": results, "cpus": os.cpu_count(),
+           "seconds": results, "cpus": os.cpu_count(), "load_avg_at_start": load_at_start,
            "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")

@@ -82,7 +82,7 @@ def _analyses() -> Analyses:
 def get_analysis(inv_id: str, store: Store) -> Analysed:
     """The investigation's analysis, kept by id: read from the store and analysed once, not on
     every click (its notes and overrides, which do change, are read on every run); an
-    investigation this process saved is not analysed again (`keep_analysis`). An analysis
+    investigation this process saved is not analysed again (`save_analysed`). An analysis
     that fails gives the timeline without groups and the failure (`twice.failure`): the page
     says it and keeps what loaded."""
 

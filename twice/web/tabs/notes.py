@@ -90,6 +90,8 @@ def _save_override(store: Store, inv_id: str, group_id: str, duplicate: str, sai
     reason, or the store refused), the form keeps what was entered and says why."""
     layer_key, reason_key, author_key = keys
     layer = str(st.session_state.get(layer_key) or said)
+    if layer not in {x.value for x in Layer}:  # only the selectbox's options are a layer
+        layer = said
     reason = str(st.session_state.get(reason_key) or "")
     author = str(st.session_state.get(author_key) or "") or "anonymous"
     if not reason.strip():
@@ -108,7 +110,7 @@ def _save_override(store: Store, inv_id: str, group_id: str, duplicate: str, sai
             + " The form keeps what you entered: try again later.")
         return
     st.session_state[reason_key] = ""
-    del st.session_state[layer_key]  # back to twice's layer
+    st.session_state.pop(layer_key, None)  # back to twice's layer
     verb = "confirmed" if confirmed else f"overridden to **{layer}**"
     st.session_state[_OVERRIDE_SAID] = (
         "saved", f"Saved: {md_text(author)} {verb} the verdict (shown on the Verdict tab, in "
