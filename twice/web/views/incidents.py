@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
 import streamlit as st
 
 from twice.formats import money
@@ -20,7 +21,7 @@ from twice.store.model import STATUSES
 from twice.verdict import fmt_gap
 from twice.web.cache import get_store, sample_import
 from twice.web.nav import INVESTIGATION, pages
-from twice.web.text import md_text, plural
+from twice.web.text import md_text, plural, shown_frame
 
 
 def duplicate_view(hit: DuplicateHit) -> ViewState:
@@ -117,6 +118,22 @@ def _listing(store: Store, wanted: Wanted) -> None:
                          query_params=to_query(opens.get(s.id)
                                                or ViewState(inv=s.id, tab="verdict")))
             st.caption(summary_line(s))
+    # the list's data twin, made when the button is clicked (as the exports are)
+    st.download_button("Download this list (CSV)", lambda: list_csv(rows, opens),
+                       file_name="twice-incidents.csv", mime="text/csv", on_click="ignore")
+
+
+def list_csv(rows: list[Summary], opens: dict[str, ViewState]) -> bytes:
+    """The incidents as a table, each cell as a spreadsheet must read it (a title that starts
+    like a formula behind a `'`)."""
+    table = pd.DataFrame([{
+        "title": s.title, "from": s.first_at, "to": s.last_at, "status": s.status,
+        "owner": s.owner or "", "worst layer": s.worst_layer or "", "groups": s.groups,
+        "duplicates": s.duplicates, "money at risk": money(s.money_at_risk),
+        "refunded": refunded_text(s), "provider": s.provider, "saved": s.created_at,
+        "link": link("", opens.get(s.id) or ViewState(inv=s.id, tab="verdict")),
+    } for s in rows])
+    return shown_frame(table).to_csv(index=False).encode("utf-8-sig")
 
 
 def summary_line(s: Summary) -> str:
