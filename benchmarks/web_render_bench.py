@@ -1,13 +1,17 @@
 """What a user of the web app waits for, measured in a real browser.
 
-    python benchmarks/web_render_bench.py [--rows 200000] [--busy-day DIR]
-                                          [--out benchmarks/results/web_render.json]
+    python benchmarks/web_render_bench.py [--rows 215000] [--busy-day DIR] [--repeat 3]
+                                          [--store PATH] [--out PATH]
 
-Two incidents are saved to a fresh store: a production-shaped busy day (1,295 rows: the
-independent corpus's `field_busy_day`, Stripe events, OTLP spans and a SqliteSaver file) and a
-generated one of about `--rows` rows (benchmarks/analyze_bench.generate: events, spans and
-checkpoints in the real formats). The app is served headless (`streamlit run`), and Debian's
-chromium, driven by Playwright, measures:
+Results: benchmarks/results/web_render_issue20.json, and `_before` for the code before issue
+20's last session on the same store (this script copied into the older tree and run there with
+`PYTHONPATH=that/tree ... --store S` builds S; this tree's run with `--store S` reuses it).
+
+Two incidents are saved to a fresh store (or `--store`, reused when it exists): a
+production-shaped busy day (1,295 rows: the independent corpus's `field_busy_day`, Stripe
+events, OTLP spans and a SqliteSaver file) and a generated one of about `--rows` rows
+(benchmarks/analyze_bench.generate: events, spans and checkpoints in the real formats). The app
+is served headless (`streamlit run`), and Debian's chromium, driven by Playwright, measures:
 
 - `first_visit_empty_store`: a new, empty store's first visit: until the incidents list is
   shown (`list_s`), and until every bundled sample is listed (`samples_s`);
@@ -24,7 +28,8 @@ chromium, driven by Playwright, measures:
     first round of a session loads plotly.js, later ones have it;
 
 "Settled": Streamlit's running indicator is gone, no element is stale (left from the run
-before) and every chart on the page has been drawn by plotly.
+before), every chart on the page has been drawn by plotly, and each tab's own content is shown
+(the verdict's Confidence metric, the timeline's caption, ...: `TAB_MARK`).
 """
 
 from __future__ import annotations
@@ -212,7 +217,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=200_000, help="about this many timeline rows")
     ap.add_argument("--busy-day", type=Path, default=BUSY_DAY,
                     help="an incident folder of about 1,300 rows")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/web_render.json")
+    ap.add_argument("--out", type=Path,
+                    default=ROOT / "benchmarks/results/web_render_issue20.json")
     ap.add_argument("--skip-first-visit", action="store_true")
     ap.add_argument("--store", type=Path, help="the store to measure on: built there when it "
                     "does not exist, reused when it does (to compare two trees on one store, "
