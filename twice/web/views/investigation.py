@@ -90,8 +90,9 @@ def _preview(store: Store, snapshot: Snapshot, state: ViewState) -> None:
     if wanted is None and dups:  # the newest call, its first duplicate (as the page opens)
         newest = max(dups, key=lambda d: (d.at is not None, d.at or 0)).group_id
         wanted = next(d for d in dups if d.group_id == newest)
-    if wanted is not None and (state.tab or "verdict") == "verdict":
-        layer = Layer(wanted.layer)
+    known = {x.value: x for x in Layer}
+    if wanted is not None and wanted.layer in known and (state.tab or "verdict") == "verdict":
+        layer = known[wanted.layer]  # (a layer a later twice no longer has is not shown)
         st.header(f"{layer.value}: {LAYERS[layer].plain}", anchor="verdict")
         st.caption(f"gap {fmt_gap(wanted.gap_seconds)} · "
                    f"{md_text(wanted.customer or 'no customer')} · the verdict as saved "
