@@ -91,6 +91,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("message_id", TEXT, "queue message id"),
     Column("outcome", TEXT, "ok | error | timeout | unknown | replayed (source's word for it)"),
     Column("detail", TEXT, "short human text: error message, tool result content, ..."),
+    Column("livemode", INT, "1: the provider's live mode, 0: its test mode (Stripe's `livemode`); "
+           "null: the record does not say"),
 )
 
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)

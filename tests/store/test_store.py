@@ -134,6 +134,38 @@ def test_round_trip_keeps_the_timeline_and_computes_the_summary(
     assert backend.store.get("inv-missing-0000", timeline=False) is None
 
 
+def test_a_timeline_saved_before_a_column_existed_reads_back_with_it_empty(
+        tmp_path: Path, step_retry: Incident) -> None:
+    """`livemode` came after stores had investigations: theirs open, the mode not known."""
+    import io
+
+    path = tmp_path / "investigations.sqlite3"
+    store = open_store(str(path))
+    inv_id = save(store, "saved before livemode", step_retry)
+    older = io.BytesIO()
+    step_retry.timeline.drop(columns="livemode").to_parquet(older, engine="pyarrow")
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE timelines SET parquet = ? WHERE investigation_id = ?",
+                     [older.getvalue(), inv_id])
+    snap = store.get(inv_id)
+    assert snap is not None
+    validate(snap.timeline)
+    assert snap.timeline["livemode"].isna().all() and step_retry.timeline["livemode"].notna().any()
+    pd.testing.assert_frame_equal(snap.timeline.drop(columns="livemode"),
+                                  step_retry.timeline.drop(columns="livemode"))
+
+
+def test_an_investigations_duplicates_as_saved(backend: Backend, step_retry: Incident,
+                                              redelivery: Incident) -> None:
+    inv_id = save(backend.store, "two", step_retry)
+    save(backend.store, "other", redelivery)
+    (dup,) = backend.store.duplicates(inv_id)
+    group = step_retry.analysis.groups[0]
+    assert (dup.group_id, dup.layer) == (group.group_id, "step_retry")
+    assert dup.dup_key.endswith(group.duplicates[0].second)
+    assert backend.store.duplicates("no-such-one") == [] == backend.store.duplicates("bad id!")
+
+
 def test_list_is_newest_first(backend: Backend, step_retry: Incident) -> None:
     ids = [save(backend.store, f"incident {n}", step_retry) for n in range(3)]
     assert [s.id for s in backend.store.list()] == ids[::-1]

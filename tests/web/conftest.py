@@ -127,3 +127,22 @@ def run_app(params: dict[str, str] | None = None, timeout: float = 120) -> AppTe
     at.run()
     assert not at.exception, at.exception
     return at
+
+
+# Streamlit has finished drawing the page: no script run under way, no element left from the
+# run before (stale), every chart drawn by plotly.
+_SETTLED_JS = """() => {
+  const w = document.querySelector('[data-testid="stStatusWidget"]');
+  if (w && w.checkVisibility()) return false;
+  if (document.querySelector('[data-stale="true"]')) return false;
+  for (const c of document.querySelectorAll('[data-testid="stPlotlyChart"]')) {
+    const g = c.querySelector('.js-plotly-plot');
+    if (!(g && g._fullLayout && g._fullData && g.querySelector('.main-svg'))) return false;
+  }
+  return !!document.querySelector('[data-testid="stMain"]');
+}"""
+
+
+def settled(page: Any, timeout: float = 60_000) -> None:
+    """Wait until the page has settled (`_SETTLED_JS`)."""
+    page.wait_for_function(_SETTLED_JS, timeout=timeout, polling=50)

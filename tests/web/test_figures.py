@@ -23,6 +23,7 @@ from twice.web.figures import (
     LANE_TABLE,
     LANES,
     LAYER_COLORS,
+    NEAR_VIEWS,
     SELECTED_NAME,
     SELECTED_RING,
     attempt_comparison,
@@ -426,3 +427,28 @@ def test_the_waterfall_nests_the_calls_spans_and_draws_names_as_text(
     assert labels[1].startswith("\u2003") and not labels[0].startswith("\u2003")
     hovers = [h for t in fig.data for h in t.hovertext]
     assert not any("<b onmouseover" in h for h in hovers)
+
+
+def test_a_large_timeline_opens_with_the_rows_near_the_call(
+        incidents: dict[str, Incident]) -> None:
+    """The web app's first view of a large timeline holds what can be seen (it draws a pan or
+    zoom again as a window of its own); without `near_view` (the report) every row is there."""
+    base = incidents["step_retry"].analysis
+    analysis = enlarged(base, 20_000)
+    group = base.groups[0]
+    whole = timeline_figure(analysis, selected_group=group.group_id, max_points=2_500)
+    near = timeline_figure(analysis, selected_group=group.group_id, max_points=2_500,
+                           near_view=True)
+    assert near.layout.xaxis.range == whole.layout.xaxis.range  # the same view, fitted
+    lo, hi = (pd.Timestamp(x) for x in near.layout.xaxis.range)
+    pad = (hi - lo) * NEAR_VIEWS
+    shown = 0
+    for trace in near.data:
+        xs = [pd.Timestamp(x) for x in trace.x]
+        assert all(lo - pad <= x <= hi + pad for x in xs), trace.name
+        shown += len(xs) if trace.name in set(LANES.values()) else 0
+    assert 0 < shown < len(analysis.timeline) // 10
+    assert set(_attempt_request_rows(analysis, group.group_id)) <= set(
+        {t.name: t for t in near.data}[SELECTED_NAME].customdata)
+    assert {t.type for t in near.data} <= {"scatter", "heatmap"}  # few points: SVG
+    assert len(near.to_json()) < len(whole.to_json()) / 4

@@ -149,11 +149,12 @@ def test_no_view_runs_hostile_evidence(hostile: Hostile, browser: Any, query: st
             page.locator(".js-plotly-plot .nsewdrag").first.wait_for(timeout=60_000)
             assert hover_points(page) > 0, "no hover label was drawn"
     else:
-        # the list's markdown link carries the title as its text, markup shown, not followed
+        # the list's link carries the title as its text, markup shown, not followed
         page.wait_for_function(f"document.body.innerText.includes({json.dumps(MD_LINK)})",
                                timeout=30_000)
         link = page.get_by_role("link", name=SCRIPT[:20])
-        assert link.count() == 1 and link.get_attribute("href").startswith("?inv=hostile")
+        assert link.count() == 1
+        assert link.get_attribute("href").startswith("investigation?inv=hostile&")
     if "tab=verdict" in query:
         for text in ("Evidence", "Fix", "The two attempts side by side", "sdk_retry"):
             assert text in body

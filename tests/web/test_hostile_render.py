@@ -200,7 +200,7 @@ def test_grids_show_controls_and_bidi_by_name_and_keep_numbers() -> None:
     assert shown["groups"].tolist() == [3, 4] and frame["title"].iloc[0] == f"refund{RLO}"
 
 
-def test_the_incidents_grid_names_a_bidi_override_in_a_title(tmp_path: Path,
+def test_the_incidents_list_names_a_bidi_override_in_a_title(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch
                                                              ) -> None:
     path = tmp_path / "investigations.sqlite3"
@@ -209,7 +209,8 @@ def test_the_incidents_grid_names_a_bidi_override_in_a_title(tmp_path: Path,
     st.cache_resource.clear()
     try:
         at = run_app({})
-        titles = at.dataframe[0].value["title"].tolist()  # beside the bundled samples
-        assert "refund<U+202E>gnp.exe" in titles and not any(RLO in t for t in titles)
+        titles = [p.proto.label for p in at.get("page_link")]  # beside the bundled samples
+        assert ":blue[**refund\\<U\\+202E\\>gnp\\.exe**]" in titles
+        assert not any(RLO in t for t in titles)
     finally:
         st.cache_resource.clear()

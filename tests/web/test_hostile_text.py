@@ -93,14 +93,9 @@ def test_no_link_or_icon_comes_from_the_evidence(app: App, browser: Any, query: 
     page.close()
 
 
-def test_the_grid_downloads_a_formula_title_as_text(app: App, browser: Any) -> None:
+def test_the_list_downloads_a_formula_title_as_text(app: App, browser: Any) -> None:
     page = _open(browser, app.url, "Incidents", save_as_download=True)
-    grid = page.locator("[data-testid='stDataFrame']").first
-    grid.hover()
-    button = page.locator("[data-testid='stElementToolbarButton']").filter(
-        has=page.locator("[aria-label='Download as CSV']")).first
-    if not button.count():
-        button = page.get_by_role("button", name="Download as CSV").first
+    button = page.get_by_role("button", name="Download this list (CSV)")
     button.wait_for(timeout=30_000)
     with page.expect_download() as info:
         button.click()

@@ -14,8 +14,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from playwright.sync_api import expect
 
-from tests.web.conftest import chromium, running_app
+from tests.web.conftest import chromium, running_app, settled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -518,3 +519,81 @@ def test_the_calls_spans_are_a_waterfall_under_their_parents(busy_app: tuple[str
         assert child["outlined"]  # an attempt's own span
     assert by_row[1]["right"] <= by_row[2]["left"] + 1  # the retry after the first try
     page.close()
+
+
+def _zoom_out(page: Any, chart: Any) -> None:
+    """The chart toolbar's zoom out, until the link's window changes. A chart the page has
+    just drawn again may be replaced between the hover and the click (seen on a machine under
+    load), and that click is not heard: it is clicked again, at most three times."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    shown = page.url
+    for attempt in range(3):
+        # the page listens on each chart it draws (a zoom before that is not heard)
+        page.locator("[data-testid='stPlotlyChart'] .js-plotly-plot[data-twice-range]").first \
+            .wait_for(state="attached", timeout=30_000)
+        page.mouse.move(1, 1)  # a fresh hover shows the redrawn chart's toolbar
+        chart.hover()
+        page.locator(".modebar-btn[data-attr='zoom'][data-val='out']").first.click()
+        try:
+            page.wait_for_function("shown => location.href !== shown"
+                                   " && location.search.includes('t0=')", arg=shown,
+                                   timeout=20_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
+            settled(page)
+
+
+_DRAWN_X = """gd => gd._fullData.filter(t => t.type !== 'heatmap' && t.x)
+  .flatMap(t => Array.from(t.x, v => gd._fullLayout.xaxis.d2l(v)))"""
+
+
+def test_a_large_timeline_opens_near_the_call_and_zooming_out_draws_the_rest(
+        tmp_path: Path, browser: Any) -> None:
+    """Past 3,000 rows the first view carries the rows near the call; a zoom out is a window
+    of its own (in the link), drawn with the rows in it."""
+    import pandas as pd
+
+    from twice.store import open_store
+    from twice.timeline import concat
+
+    # the incident among copies of itself every 7 s before and after (fresh ids: no attempts)
+    base = _load("step_retry")
+    copies = [base]
+    for i in range(1, 12_000 // len(base) + 1):
+        c = base.copy()
+        for col in ("at", "at_aligned", "end"):
+            c[col] = c[col] + pd.Timedelta(seconds=7 * (i // 2 + 1) * (-1) ** i)
+        for col in ("request_id", "span_id", "tool_call_id", "thread_id", "idempotency_key",
+                    "object_id", "event_id"):
+            c[col] = c[col] + f"-copy{i}"
+        copies.append(c)
+    timeline = concat(copies)
+    path = tmp_path / "investigations.sqlite3"
+    open_store(str(path)).create("Large", timeline, id="large")
+    with running_app({"TWICE_STORE": str(path)}) as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{url}/?inv=large&tab=timeline")
+        page.get_by_text("opened on the rows near the call").wait_for(timeout=120_000)
+        page.locator(".js-plotly-plot .nsewdrag").first.wait_for(state="attached",
+                                                                  timeout=60_000)
+        settled(page)
+        view = _axis(page)
+        first = page.locator(".js-plotly-plot").first.evaluate(_DRAWN_X)
+        assert first and len(first) < len(timeline) // 4
+        near_lo = min(first)
+        chart = page.locator(".js-plotly-plot").first
+        for _ in range(3):  # each zoom out doubles the view: past the rows first sent
+            _zoom_out(page, chart)
+            settled(page)
+        expect(page.get_by_text("opened on the rows near the call")).to_have_count(0)
+        page.wait_for_function(
+            "lo => { const gd = document.querySelector('.js-plotly-plot'); return gd"
+            " && gd._fullData && gd._fullData.some(t => t.type !== 'heatmap' && t.x"
+            " && Array.from(t.x).some(v => gd._fullLayout.xaxis.d2l(v) < lo)); }",
+            arg=near_lo, timeout=60_000)
+        t0, t1 = _window(page.url)
+        assert (t1 - t0).total_seconds() * 1000 > (view[1] - view[0]) * 4
+        page.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from twice.web.links_out import (
     TRACE_URL_ENV,
     links_out,
+    livemodes,
     record_ids,
     stripe_links,
     trace_link,
@@ -58,3 +59,43 @@ def test_a_records_links_each_once() -> None:
         "https://dashboard.stripe.com/test/payments/pi_3PVHWDWrcAXdGAH5",
         "https://dashboard.stripe.com/test/logs/req_OKJqqu67jSoHow",
         f"http://jaeger:16686/trace/{TRACE}"]
+
+
+def _timeline(rows: list[dict[str, object]]):  # type: ignore[no-untyped-def]
+    from twice.timeline import make_timeline
+
+    base = {"at": 1_741_000_000_000_000_000, "source": "stripe_events",
+            "kind": "provider_event"}
+    return make_timeline([{**base, **r} for r in rows])
+
+
+def test_each_id_links_in_the_mode_its_records_say() -> None:
+    live = _timeline([
+        {"object_id": "ch_LIVE00000001", "belongs_to": "pi_LIVE00000001",
+         "request_id": "req_LIVE0000001", "livemode": 1},
+        {"object_id": "ch_TEST00000001", "request_id": "req_TEST0000001", "livemode": 0},
+        {"source": "spans", "kind": "http_span", "request_id": "req_SPAN0000001"},
+    ])
+    ids = ["ch_LIVE00000001", "pi_LIVE00000001", "req_TEST0000001", "req_SPAN0000001",
+           "cus_NOTLINKED", None]
+    modes = livemodes(live, ids)
+    # the parent payment named in belongs_to; the evidence disagrees: an id nobody names has
+    # no mode
+    assert modes == {"ch_LIVE00000001": True, "pi_LIVE00000001": True,
+                     "req_TEST0000001": False}
+    links = links_out(ids, [], template=None, modes=modes)
+    assert [x.url for x in links] == [
+        "https://dashboard.stripe.com/payments/ch_LIVE00000001",
+        "https://dashboard.stripe.com/payments/pi_LIVE00000001",
+        "https://dashboard.stripe.com/test/logs/req_TEST0000001",
+        "https://dashboard.stripe.com/logs/req_SPAN0000001",  # not known: both, each named
+        "https://dashboard.stripe.com/test/logs/req_SPAN0000001"]
+
+
+def test_an_id_no_record_names_takes_the_mode_all_the_evidence_agrees_on() -> None:
+    test_only = _timeline([{"object_id": "ch_TEST00000001", "livemode": 0},
+                           {"source": "stripe_logs", "kind": "provider_request",
+                            "request_id": "req_TEST0000002", "livemode": 0}])
+    assert livemodes(test_only, ["req_SPAN0000001"]) == {"req_SPAN0000001": False}
+    unsaid = _timeline([{"object_id": "ch_TEST00000001"}])  # a request log: no mode
+    assert livemodes(unsaid, ["ch_TEST00000001"]) == {}

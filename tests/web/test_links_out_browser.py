@@ -38,9 +38,11 @@ def test_the_verdict_and_a_raw_record_link_out(tmp_path: Path) -> None:
         page.get_by_text("Raw records", exact=True).wait_for(timeout=120_000)
         page.locator("a[href*='dashboard.stripe.com']").first.wait_for(timeout=30_000)
         hrefs = _hrefs(page)
+        # the sample's events say test mode (livemode false): the test dashboard only
         payment = f"https://dashboard.stripe.com/payments/{second['object_id']}"
-        assert payment in hrefs and payment.replace(".com/", ".com/test/") in hrefs, hrefs
-        assert f"https://dashboard.stripe.com/logs/{dup.second}" in hrefs  # its request
+        assert payment.replace(".com/", ".com/test/") in hrefs and payment not in hrefs, hrefs
+        assert f"https://dashboard.stripe.com/test/logs/{dup.second}" in hrefs  # its request
+        assert not any(h.startswith("https://dashboard.stripe.com/logs/") for h in hrefs)
         assert f"http://jaeger.invalid:16686/trace/{trace}" in hrefs
         # a provider event's record: its charge, the PaymentIntent it belongs to
         page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
@@ -54,5 +56,7 @@ def test_the_verdict_and_a_raw_record_link_out(tmp_path: Path) -> None:
         page.wait_for_function(
             "id => [...document.querySelectorAll('a')].some(a => a.href.endsWith('/' + id)"
             " && a.innerText.includes(id))", arg=shown["object_id"], timeout=30_000)
-        assert any(h.endswith(f"/payments/{shown['object_id']}") for h in _hrefs(page))
+        assert shown["livemode"] is False  # the record's own mode, kept from the event
+        assert f"https://dashboard.stripe.com/test/payments/{shown['object_id']}" \
+            in _hrefs(page)
         page.close()

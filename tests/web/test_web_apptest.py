@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.web.conftest import run_app
 from twice.store import open_store
+from twice.web.cache import sample_import
 
 
 @pytest.fixture
@@ -29,17 +30,26 @@ def run(params: dict[str, str] | None = None) -> AppTest:
 def text(at: AppTest) -> str:
     parts = [m.value for m in at.markdown] + [h.value for h in at.header] + \
         [t.value for t in at.title] + [e.value for e in at.error] + [c.value for c in at.caption] \
-        + [t.value for t in at.text]
+        + [t.value for t in at.text] + [s.value for s in at.subheader] \
+        + [f"{p.proto.label} ({p.proto.query_string})" for p in at.get("page_link")]
     return "\n".join(str(p) for p in parts)
 
 
 def test_opens_on_the_bundled_samples(store_path: Path) -> None:
+    """A new store's first visit lists the incidents at once (the samples are analysed in the
+    background, each joining the list when saved), then every sample."""
     at = run()
     assert at.title[0].value == "Incidents"
+    assert "Analysing the bundled samples" in text(at)
+    importing = sample_import()
+    assert importing.wait(timeout=600), "the samples were imported"
+    at = run()
     page = text(at)
+    assert "Analysing the bundled samples" not in page
     for name in ["step retry", "redelivery", "model reemission", "control new turn"]:
         assert f"Sample: {name}" in page
-    assert "inv=sample-step-retry" in page
+    assert "9 incidents" in page and "(inv=sample-step-retry&tab=verdict)" in page
+    assert ":blue[**Sample: step retry**] (inv=sample-step-retry&tab=verdict)" in page
 
 
 def test_a_shared_link_reproduces_the_verdict_view(store_path: Path) -> None:
@@ -92,7 +102,8 @@ def test_the_exported_incident_folder_reloads_to_the_same_verdicts(
     from twice.engine import analyze
     from twice.web.export import incident_zip
 
-    run()  # imports the samples into the store
+    run()  # imports the samples into the store, in the background
+    assert sample_import().wait(timeout=600)
     snap = open_store(str(store_path)).get("sample-redelivery")
     assert snap is not None
     with zipfile.ZipFile(io.BytesIO(incident_zip(snap, analyze(snap.timeline)))) as z:
@@ -105,3 +116,26 @@ def test_the_exported_incident_folder_reloads_to_the_same_verdicts(
     assert [(g["group_id"], [d["layer"] for d in g["duplicates"]]) for g in reloaded["groups"]] \
         == [(g["group_id"], [d["layer"] for d in g["duplicates"]]) for g in exported["groups"]] \
         == [(exported["groups"][0]["group_id"], ["redelivery"])]
+
+
+def test_an_investigation_saved_here_opens_with_the_analysis_it_was_saved_with(
+        store_path: Path) -> None:
+    """Saving analyses the evidence once (the store's summary is made of it); its page opens
+    with that analysis, the same as analysing the saved snapshot again would give."""
+    from twice.connectors import registry
+    from twice.report import to_contract
+    from twice.web.cache import analysis_of, get_analysis, get_store, save_analysed
+
+    found, _ = registry.scan_folder(Path(__file__).resolve().parents[2] / "sample_data"
+                                    / "redelivery")
+    loaded = registry.load_all([(n, p, {}) for n, p in found])
+    store = get_store()
+    warnings = [{"source": w.source, "detail": w.detail} for w in loaded.warnings]
+    inv = save_analysed(store, "Saved here", loaded.rows, sources=["x"], warnings=warnings)
+    kept = get_analysis(inv, store)
+    again = analysis_of(open_store(str(store_path)).get(inv))  # type: ignore[arg-type]
+    assert kept[1] is None and again[1] is None
+    assert to_contract(kept[0]) == to_contract(again[0])
+    assert kept[0] is not again[0] and get_analysis(inv, store) is kept  # not made again
+    at = run({"inv": inv, "tab": "verdict"})
+    assert at.header[0].value.startswith("redelivery")

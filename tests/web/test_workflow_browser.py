@@ -55,11 +55,11 @@ def browser() -> Iterator[Any]:
 
 
 def _items(page: Any) -> dict[str, str]:
-    """The incidents list's bullets by title, in the order shown."""
+    """The incidents list's items (a link, then one line) by title, in the order shown."""
     page.get_by_role("link", name="Refunded retry").first.wait_for(timeout=90_000)
     page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
-    texts = page.locator("li").filter(has=page.locator("a[href*='inv=']")).all_inner_texts()
-    return {t.split(" · ")[0]: t for t in texts}
+    texts = page.locator("[class*='st-key-incident-']").all_inner_texts()
+    return {t.split("\n")[0].strip(): " ".join(t.split()) for t in texts}
 
 
 def _choose(page: Any, label: str, option: str) -> None:
@@ -99,7 +99,8 @@ def test_the_list_shows_when_refunds_status_and_owner(app: tuple[str, str],
     assert titles.index("Unrefunded redelivery") < titles.index("Refunded retry"), titles
     _choose(page, "Sort by", "Incident time, oldest first")
     page.wait_for_function(
-        "() => { const t = [...document.querySelectorAll('li a')].map(a => a.innerText);"
+        "() => { const t = [...document.querySelectorAll(\"[class*='st-key-incident-'] a\")]"
+        ".map(a => a.innerText.trim());"
         " return t.indexOf('Refunded retry') >= 0"
         " && t.indexOf('Refunded retry') < t.indexOf('Unrefunded redelivery'); }",
         timeout=30_000)

@@ -22,7 +22,7 @@ from twice.formats import minor_unit_exponent
 from twice.layers import LAYERS
 from twice.store.dialect import dumps, loads
 from twice.store.model import DuplicateRow, Summary, WarningLike, new_id, valid_id
-from twice.timeline import validate
+from twice.timeline import COLUMN_NAMES, DTYPES, validate
 
 # Timeline columns whose values a user may paste into the search box to find an investigation.
 SEARCH_COLUMNS = ("subject", "thread_id", "request_id", "tool_call_id", "object_id", "event_id",
@@ -221,5 +221,9 @@ def _warning_dict(warning: Any) -> dict[str, Any]:
 
 def timeline_from_parquet(data: bytes) -> pd.DataFrame:
     frame = pd.read_parquet(io.BytesIO(data), engine="pyarrow")
+    missing = [c for c in COLUMN_NAMES if c not in frame.columns]
+    if missing:  # saved before these columns were added: each one empty
+        frame = frame.assign(**{c: pd.Series(pd.NA, index=frame.index, dtype=DTYPES[c])
+                                for c in missing})[list(COLUMN_NAMES)]
     validate(frame)
     return frame

@@ -149,6 +149,17 @@ class Store(ABC):
                 "d.dup_key LIMIT ?", [*params, int(limit)])
         return [DuplicateHit(summary_from_row(r), duplicate_from_row(r)) for r in rows]
 
+    def duplicates(self, inv_id: str) -> list[DuplicateRow]:
+        """An investigation's duplicates as saved with it (its verdicts then), oldest first."""
+        if not valid_id(inv_id):
+            return []
+        with self.transaction() as tx:
+            rows = tx.execute(
+                "SELECT dup_key, group_id, layer, gap_seconds, at, customer, amount, currency, "
+                "refunded FROM duplicates WHERE investigation_id = ? ORDER BY at, dup_key",
+                [inv_id])
+        return [duplicate_from_row(r) for r in rows]
+
     def list(self, search: str = "", layer: str | None = None, *, status: str | None = None,
              order: str = "saved") -> list[Summary]:
         """Every word of `search` must be in the title, a tag or an id; `status` one of

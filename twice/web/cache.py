@@ -1,71 +1,118 @@
 """What the app keeps across reruns and sessions: the store (the bundled samples imported into
-it once) and each investigation's analysis."""
+it once, in the background) and each investigation's analysis."""
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
-from pathlib import Path
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 
+import pandas as pd
 import streamlit as st
 
-from twice.connectors import registry
-from twice.engine import Analysis
+from twice.engine import Analysis, Options
 from twice.failure import AnalysisFailure, analyze_or_keep
-from twice.store import (
-    InvestigationExists,
-    InvestigationNotFound,
-    Note,
-    Snapshot,
-    Store,
-    StoreReadOnly,
-    open_store,
-)
+from twice.store import InvestigationNotFound, Snapshot, Store, open_store
 from twice.timeline import SourceWarning
-
-SAMPLES = Path(__file__).resolve().parents[2] / "sample_data"
+from twice.web.samples import SampleImport
 
 
 @st.cache_resource
 def get_store() -> Store:
+    """The store, opened once per process; the bundled samples it lacks are imported in the
+    background (`sample_import`), so no page waits for them."""
     store = open_store()
-    _import_samples(store)
+    _sample_import(store)
     return store
 
 
-def _import_samples(store: Store) -> None:
-    """The bundled sample incidents, under stable ids so the README's links work everywhere."""
-    if not SAMPLES.is_dir():  # installed without the repository's sample_data/
-        return
-    for folder in sorted(p for p in SAMPLES.iterdir() if (p / "truth.json").exists()):
-        inv_id = "sample-" + folder.name.replace("_", "-")
-        if store.get(inv_id) is not None:
-            continue
-        truth = json.loads((folder / "truth.json").read_text())
-        found, _ = registry.scan_folder(folder)
-        loaded = registry.load_all([(n, p, {}) for n, p in found])
-        title = f"Sample: {folder.name.replace('_', ' ')}"
-        try:
-            store.create(title, loaded.rows, sources=sorted({n for n, _ in found}),
-                         warnings=loaded.warnings, tags=["sample", truth["layer"]], id=inv_id)
-        except InvestigationExists:  # another process imported it first
-            continue
-        except StoreReadOnly:  # a read-only store still shows what it holds
-            return
-        store.add_note(inv_id, Note(author="twice lab", at=datetime.now(UTC),
-                                    text=f"What really happened: {truth['description']}"))
+@st.cache_resource
+def _sample_import(_store: Store) -> SampleImport:
+    return SampleImport(_store).start()
 
 
-@st.cache_resource(max_entries=32)
-def get_analysis(inv_id: str, _store: Store) -> tuple[Analysis, AnalysisFailure | None]:
-    """The investigation's analysis, cached by id: a snapshot's timeline never changes, so it is
-    read from the store and analysed once, not on every click (its notes and overrides, which
-    do change, are read on every run). An analysis that fails gives the timeline without
-    groups and the failure (`twice.failure`): the page says it and keeps what loaded."""
-    snapshot = _store.get(inv_id)
-    if snapshot is None:  # deleted since the caller looked (an exception is not cached)
-        raise InvestigationNotFound(f"investigation {inv_id!r} not found")
-    return analysis_of(snapshot)
+def sample_import() -> SampleImport:
+    """The import of the bundled samples into this process's store (done, or under way)."""
+    return _sample_import(get_store())
+
+
+Analysed = tuple[Analysis, AnalysisFailure | None]
+
+
+class Analyses:
+    """Each investigation's analysis, kept by id for the process (the most recent `size`): a
+    snapshot's timeline never changes. One investigation is analysed by one session at a time
+    (another asking for it waits for that one), different ones side by side."""
+
+    def __init__(self, size: int = 32) -> None:
+        self.size = size
+        self._kept: OrderedDict[str, Analysed] = OrderedDict()
+        self._lock = threading.Lock()
+        self._busy: dict[str, threading.Lock] = {}
+
+    def get(self, inv_id: str, make: Callable[[], Analysed]) -> Analysed:
+        with self._lock:
+            key_lock = self._busy.setdefault(inv_id, threading.Lock())
+        with key_lock:
+            with self._lock:
+                if inv_id in self._kept:
+                    self._kept.move_to_end(inv_id)
+                    return self._kept[inv_id]
+            analysed = make()  # raises: nothing kept
+            self.put(inv_id, analysed)
+            return analysed
+
+    def has(self, inv_id: str) -> bool:
+        with self._lock:
+            return inv_id in self._kept
+
+    def put(self, inv_id: str, analysed: Analysed) -> None:
+        with self._lock:
+            self._kept[inv_id] = analysed
+            self._kept.move_to_end(inv_id)
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+
+
+@st.cache_resource
+def _analyses() -> Analyses:
+    return Analyses()
+
+
+def get_analysis(inv_id: str, store: Store) -> Analysed:
+    """The investigation's analysis, kept by id: read from the store and analysed once, not on
+    every click (its notes and overrides, which do change, are read on every run); an
+    investigation this process saved is not analysed again (`save_analysed`). An analysis
+    that fails gives the timeline without groups and the failure (`twice.failure`): the page
+    says it and keeps what loaded."""
+
+    def make() -> Analysed:
+        snapshot = store.get(inv_id)
+        if snapshot is None:  # deleted since the caller looked (nothing is kept)
+            raise InvestigationNotFound(f"investigation {inv_id!r} not found")
+        return analysis_of(snapshot)
+
+    return _analyses().get(inv_id, make)
+
+
+def is_analysed(inv_id: str) -> bool:
+    """Whether this process holds the investigation's analysis (its page opens at once)."""
+    return _analyses().has(inv_id)
+
+
+def save_analysed(store: Store, title: str, timeline: pd.DataFrame, *,
+                  sources: Sequence[str], warnings: Sequence[Mapping[str, str]],
+                  tags: Sequence[str] = ()) -> str:
+    """Save a new investigation, analysed once: the analysis the store's summary is made of is
+    the one its page opens with (it would be the same analysed again)."""
+    kept = [SourceWarning(source=str(w["source"]), detail=str(w["detail"])) for w in warnings]
+    analysed = analyze_or_keep(timeline, kept, Options())
+    analysis, failure = analysed
+    inv_id = store.create(title, timeline, sources=sources, warnings=warnings, tags=tags,
+                          analysis=analysis if failure is None else None)
+    if failure is None:
+        _analyses().put(inv_id, analysed)
+    return inv_id
 
 
 def analysis_of(snapshot: Snapshot) -> tuple[Analysis, AnalysisFailure | None]:

@@ -90,6 +90,8 @@ AGGREGATE_BUCKETS = 240
 # at most this many markers are drawn as SVG (any browser); more go to WebGL (fast, needs a GPU or
 # a software GL): a few thousand SVG markers still pan and hover smoothly
 SVG_MAX_POINTS = 3_000
+# a large timeline opened without a window carries points this many view widths either side
+NEAR_VIEWS = 2
 SELECTED_NAME = "selected group"
 ATTEMPTS_LINE_NAME = "selected group: attempts"
 AGGREGATE_NAME = "other rows (count per time bucket)"
@@ -128,8 +130,9 @@ def duplicates_frame(analysis: Analysis) -> pd.DataFrame:
     """One row per duplicate (second and later attempts of a logical call), newest group first."""
     rows = []
     for g in analysis.groups:
-        at = dict(zip(g.attempts["attempt_id"].astype(str), g.attempts["at"], strict=True))
+        # the records, not `g.attempts`: slicing a frame per group costs ~1 ms, on thousands
         by_id = {str(r["attempt_id"]): r for r in g.records}
+        at = {k: r["at"] for k, r in by_id.items()}
         for d in g.duplicates:
             second = by_id.get(d.second, {})
             rows.append({
@@ -385,7 +388,8 @@ def _attempt_anchors(group: Group, aligned: bool) -> tuple[pd.Series, pd.Series]
 
 def timeline_figure(analysis: Analysis, selected_group: str | None = None, aligned: bool = True,
                     window: tuple[pd.Timestamp, pd.Timestamp] | None = None,
-                    max_points: int = 20_000, webgl: bool = True) -> go.Figure:
+                    max_points: int = 20_000, webgl: bool = True,
+                    near_view: bool = False) -> go.Figure:
     """Every source's rows on one time axis, one lane per kind of record.
 
     Up to `SVG_MAX_POINTS` drawn points the markers are SVG, which every browser draws (a browser
@@ -396,6 +400,11 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
     Over `max_points` rows in the window, lanes that do not fit the budget are drawn as counts
     per time bucket; rows that are attempts of any group (and the selected group's rows) are
     always drawn as individual points.
+
+    `near_view` (the web app, which draws a pan or zoom again as a window of its own): opened
+    without a window on more than `SVG_MAX_POINTS` rows, the figure holds the rows within
+    `NEAR_VIEWS` view widths of the opened view (and the selected call's): the browser is sent
+    and draws what can be seen, not a day of hover text; zoomed out, the page draws the rest.
     """
     tl = analysis.timeline
     t_col = "at_aligned" if aligned else "at"
@@ -417,6 +426,15 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
 
     individual = pd.Series(True, index=rows.index)
     aggregated_lanes: list[str] = []
+    focus = _attempt_anchors(group, aligned)[0] if group is not None else None
+    view = fitted_range(x, focus) if near_view and window is None \
+        and len(rows) > SVG_MAX_POINTS else None
+    if view is not None:  # the rows near the opened view, and the selected call's
+        pad = (view[1] - view[0]) * NEAR_VIEWS
+        near = x.between(view[0] - pad, view[1] + pad) | selected_mask
+        rows, x, lane = rows[near], x[near], lane[near]
+        keep, selected_mask = keep[near], selected_mask[near]
+        individual = individual[near]
     if len(rows) > max_points:
         # smallest lanes first: sparse evidence (receives, spans) stays visible as points
         budget = max(max_points - int(keep.sum()), 0)
@@ -478,7 +496,6 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
         fig.update_xaxes(range=[_utc_naive(pd.Series([lo_w])).iloc[0],
                                 _utc_naive(pd.Series([hi_w])).iloc[0]])
     else:  # opened on the selected call (else the bulk of the rows); zoom out to see all
-        focus = _attempt_anchors(group, aligned)[0] if group is not None else None
         fitted = fitted_range(x, focus)
         if fitted is not None:
             fig.update_xaxes(range=list(fitted))
@@ -550,6 +567,9 @@ def record_text(row: pd.Series) -> str:
                 continue
             except ValueError:
                 pass
+        if col == "livemode" and text in ("0", "1"):  # as Stripe writes it
+            record[str(col)] = text == "1"
+            continue
         record[str(col)] = value if isinstance(value, int | float) and not isinstance(
             value, bool) else text
     return visible(json.dumps(record, indent=2, ensure_ascii=False, default=str))

@@ -21,6 +21,7 @@ from twice.connectors.live import STRIPE_BASE_URL_ENV
 from twice.store import Store, StoreError
 from twice.store.links import ViewState
 from twice.web import evidence
+from twice.web.cache import save_analysed
 from twice.web.export import FAILED_PREFIX, LIVE_ERRORS
 from twice.web.nav import go
 from twice.web.problems import store_problem
@@ -61,10 +62,10 @@ def upload_form(store: Store) -> None:
         # an uploaded file is named as it was uploaded (raw records show where a row came from)
         loaded.rows["origin"] = loaded.rows["origin"].str.replace(tmp + "/", "", regex=False)
     try:
-        inv = store.create(title or "Uploaded evidence", loaded.rows,
-                           sources=sorted({n for n, _ in found}),
-                           warnings=[{"source": w.source.replace(tmp + "/", ""),
-                                      "detail": w.detail} for w in loaded.warnings])
+        inv = save_analysed(store, title or "Uploaded evidence", loaded.rows,
+                            sources=sorted({n for n, _ in found}),
+                            warnings=[{"source": w.source.replace(tmp + "/", ""),
+                                       "detail": w.detail} for w in loaded.warnings])
     except StoreError as exc:
         st.error(store_problem(exc, "The investigation was not saved"))
         return
@@ -175,6 +176,10 @@ def live_form(store: Store) -> None:
     if not subject.strip():
         st.error("Customer, payment intent or charge id: give the one the incident is about")
         return
+    if not key.strip():  # said of the form's field, not of the command line's variable
+        st.error("Stripe restricted key: give the key the provider's events are read with "
+                 "(rk_… or sk_…); it is used for this request only, never saved.")
+        return
     try:
         when = pd.Timestamp(around)
         if pd.isna(when):  # "" (and "NaT") read as NaT, not as an error
@@ -232,7 +237,7 @@ def save_live(store: Store, req: Request, result: Result, tmp: str) -> str:
     warnings = [{"source": w.source.replace(tmp + "/", ""),
                  "detail": w.detail.replace(tmp + "/", "")} for w in result.warnings]
     when = pd.Timestamp(req.around)
-    return store.create(f"Live: {req.subject} around {when:%Y-%m-%d %H:%M}", rows,
-                        sources=sorted(set(rows["source"].dropna())),
-                        warnings=[*warnings, *failed],
-                        tags=["live", *(["partial"] if result.partial else [])])
+    return save_analysed(store, f"Live: {req.subject} around {when:%Y-%m-%d %H:%M}", rows,
+                         sources=sorted(set(rows["source"].dropna())),
+                         warnings=[*warnings, *failed],
+                         tags=["live", *(["partial"] if result.partial else [])])

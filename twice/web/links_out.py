@@ -6,17 +6,21 @@ Evidence is hostile, so an id enters a URL only when it matches its strict patte
 gets no link. The template is the server's setting, checked once: http(s), and `{trace_id}` in
 it.
 
-Stripe's dashboard keeps test data under `/test/`: a record that says `livemode` false links
-there. The timeline does not keep `livemode` (no connector reads it), so a link for an id whose
-mode is not known is given twice, live and test, each said as such.
+Stripe's dashboard keeps test data under `/test/`: an id whose records say `livemode` false
+links there, true to the live dashboard (Stripe's events and `stripe logs tail` lines say it:
+the timeline's `livemode` column). An id no record names takes the mode every record of the
+evidence agrees on (one account's export is in one mode); where the evidence does not say, or
+says both, the link is given twice, live and test, each said as such.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+import pandas as pd
 
 TRACE_URL_ENV = "TWICE_TRACE_URL"
 DASHBOARD = "https://dashboard.stripe.com"
@@ -63,11 +67,14 @@ def trace_link(value: object, template: str | None) -> list[LinkOut]:
 
 
 def links_out(ids: Iterable[object], trace_ids: Iterable[object], *,
-              template: str | None, livemode: bool | None = None) -> list[LinkOut]:
-    """Every link out for these Stripe ids and trace ids, each once, in the order given."""
+              template: str | None, livemode: bool | None = None,
+              modes: Mapping[str, bool] | None = None) -> list[LinkOut]:
+    """Every link out for these Stripe ids and trace ids, each once, in the order given; a
+    Stripe id in the mode `modes` gives it, else `livemode` (None: not known)."""
     out: list[LinkOut] = []
     for value in ids:
-        out += stripe_links(value, livemode)
+        mode = (modes or {}).get(value, livemode) if isinstance(value, str) else livemode
+        out += stripe_links(value, mode)
     for value in trace_ids:
         out += trace_link(value, template)
     return list(dict.fromkeys(out))
@@ -82,3 +89,34 @@ def record_ids(row: dict[str, object]) -> tuple[list[object], list[object]]:
         ids += belongs.split(",")
     ids.append(row.get("request_id"))
     return ids, [row.get("trace_id")]
+
+
+def livemodes(timeline: pd.DataFrame, ids: Iterable[object]) -> dict[str, bool]:
+    """The mode (True: live, False: test) the evidence gives each of these ids: that of the
+    records whose object, request or parent payment it is, when they agree; for an id no
+    record names, the mode every record agrees on. An id left out is not known."""
+    wanted = {v for v in ids if isinstance(v, str) and _STRIPE_ID.fullmatch(v)}
+    if not wanted or "livemode" not in timeline.columns:
+        return {}
+    said = timeline.loc[timeline["livemode"].notna().to_numpy(),
+                        ["object_id", "request_id", "belongs_to", "livemode"]]
+    if said.empty:
+        return {}
+    seen: dict[str, set[int]] = {}
+    # a parent payment is named in `belongs_to` (comma-separated): only the rows that hold one
+    # of the ids are split (a 200k-row timeline has ~50k of them)
+    parents = said["belongs_to"]
+    parents = parents[parents.str.contains("|".join(map(re.escape, wanted)), regex=True)
+                      .fillna(False).astype(bool)].str.split(",").explode()
+    for values in (said["object_id"], said["request_id"], parents):
+        hit = values.isin(wanted).fillna(False).astype(bool).to_numpy()
+        for value, mode in zip(values[hit], said.loc[values.index[hit], "livemode"],
+                               strict=True):
+            seen.setdefault(str(value), set()).add(int(mode))
+    everywhere = set(said["livemode"].astype(int).unique())
+    out: dict[str, bool] = {}
+    for value in wanted:
+        modes = seen.get(value, everywhere)
+        if len(modes) == 1:
+            out[value] = bool(next(iter(modes)))
+    return out

@@ -66,6 +66,13 @@ def go(state: ViewState) -> None:
     open_view(INVESTIGATION if state.inv else INCIDENTS, to_query(state))
 
 
+def show(state: ViewState) -> None:
+    """For a widget's callback: the URL becomes this view, and the run the widget started
+    (which follows the callback) draws it. One run, where `go` from the page costs two (the
+    one that saw the widget change, then the switched page's)."""
+    st.query_params.from_dict(to_query(state))
+
+
 def base_url() -> str:
     """This page's address without its query (a link to a view adds its own)."""
     try:

@@ -30,6 +30,11 @@ def md_text(text: str) -> str:
     return _AUTOLINKED.sub(_JOINER, escaped)
 
 
+def plural(n: int, noun: str) -> str:
+    """`1 group`, `2 groups`, `0 groups`."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 # A cell a spreadsheet would run as a formula when the grid's "Download as CSV" is opened:
 # shown (and so downloaded) with a leading `'`, the mark spreadsheets read as "this is text".
 _FORMULA_START = tuple("=+-@\t\r\uff1d\uff0b\uff0d\uff20")

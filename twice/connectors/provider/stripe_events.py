@@ -58,7 +58,7 @@ _PROVIDER_EVENT = Kind.PROVIDER_EVENT.value
 EVENT_COLUMNS = ("at", "source", "origin", "kind", "event_id", "event_type", "request_id",
            "idempotency_key", "object_id", "object_type", "subject", "amount", "currency",
            "outcome", "detail", "args", "thread_id", "tool_call_id", "belongs_to", "initiator",
-           "key_recorded")
+           "key_recorded", "livemode")
 
 
 def _object_id(value: Any) -> str | None:
@@ -198,6 +198,7 @@ def _event_row(
         # absent or a pre-2017 string: not said
         "initiator": "api" if request_id else ("automatic" if unknown_key is None else None),
         "key_recorded": 0 if unknown_key else 1,
+        "livemode": int(event["livemode"]) if isinstance(event.get("livemode"), bool) else None,
     }
     return row, unknown_key
 

@@ -281,6 +281,7 @@ def _columns(table: Any, name: str) -> dict[str, Any] | None:
         pc.cast(pa.array(np.arange(1, n + 1)), pa.large_string()),
         pa.scalar("", pa.large_string()))
     cols["key_recorded"] = np.ones(n, dtype=np.int64)  # every line's `request` is an object
+    cols["livemode"] = pc.cast(table.column("livemode"), pa.int64())  # 1 live, 0 test
     detail: list[str | None] = [None] * n
     candidates = table.column("detail_candidates")
     for i in np.flatnonzero(candidates.is_valid().to_numpy(zero_copy_only=False)):

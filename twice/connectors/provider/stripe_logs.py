@@ -103,6 +103,8 @@ def log_row(payload: Any, origin: str, warnings: list[SourceWarning]) -> dict[st
         "kind": Kind.PROVIDER_REQUEST.value,
         "initiator": "api",
         "key_recorded": 0,  # Stripe does not put the key in this stream
+        "livemode": int(payload["livemode"]) if isinstance(payload.get("livemode"), bool)
+        else None,
         "request_id": text_or_none(payload.get("request_id")),
         "method": method.upper() if method else None,
         # the query string can carry customer data; the path is what identifies the call

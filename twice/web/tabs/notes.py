@@ -13,7 +13,6 @@ import streamlit as st
 
 from twice.layers import Layer
 from twice.store import Note, Override, Store, StoreError
-from twice.web.nav import go
 from twice.web.problems import store_problem
 from twice.web.report_html import visible
 from twice.web.tabs.context import Investigation
@@ -59,21 +58,60 @@ def render(inv: Investigation) -> None:
         st.error(problem)
     if group is None or dup is None:
         return
+    layers = [x.value for x in Layer]
+    layer_key, reason_key, author_key = _override_keys(inv.inv_id, inv.key)
     with st.form("override"):
         st.markdown(f"Confirm or override the verdict on {md_text(dup.second)} "
                     f"(twice says **{dup.layer.value}**)")
-        layers = [x.value for x in Layer]
-        layer = st.selectbox("Layer", layers, index=layers.index(dup.layer.value))
-        reason = st.text_input("Reason")
-        author = st.text_input("Your name", key="override_author")
-        if st.form_submit_button("Save verdict") and reason.strip():
-            try:
-                inv.store.add_override(inv.inv_id, Override(
-                    group_id=group.group_id, duplicate=f"{dup.first}>{dup.second}",
-                    layer=layer, reason=reason, author=author or "anonymous",
-                    at=datetime.now(UTC), confirmed=layer == dup.layer.value))
-            except StoreError as exc:
-                st.error(store_problem(exc, "The verdict was not saved")
-                         + " The form keeps what you entered: try again later.")
-                return
-            go(inv.state)
+        st.selectbox("Layer", layers, index=layers.index(dup.layer.value), key=layer_key)
+        st.text_input("Reason", key=reason_key)
+        st.text_input("Your name", key=author_key)
+        st.form_submit_button("Save verdict", on_click=_save_override,
+                              args=(inv.store, inv.inv_id, group.group_id,
+                                    f"{dup.first}>{dup.second}", dup.layer.value,
+                                    (layer_key, reason_key, author_key)))
+    said = st.session_state.pop(_OVERRIDE_SAID, None)
+    if isinstance(said, tuple) and len(said) == 2:
+        (st.success if said[0] == "saved" else st.error)(said[1])
+
+
+_OVERRIDE_SAID = "override_said"  # session_state: ("saved" | "problem", what to say)
+
+
+def _override_keys(inv_id: str, dup_key: str | None) -> tuple[str, str, str]:
+    """The verdict form's fields, per duplicate (a half-filled form stays with its duplicate)."""
+    return (f"override_layer:{inv_id}:{dup_key}", f"override_reason:{inv_id}:{dup_key}",
+            f"override_author:{inv_id}")
+
+
+def _save_override(store: Store, inv_id: str, group_id: str, duplicate: str, said: str,
+                   keys: tuple[str, str, str]) -> None:
+    """The verdict form's button: saved, the form is emptied and says so; not saved (no
+    reason, or the store refused), the form keeps what was entered and says why."""
+    layer_key, reason_key, author_key = keys
+    layer = str(st.session_state.get(layer_key) or said)
+    if layer not in {x.value for x in Layer}:  # only the selectbox's options are a layer
+        layer = said
+    reason = str(st.session_state.get(reason_key) or "")
+    author = str(st.session_state.get(author_key) or "") or "anonymous"
+    if not reason.strip():
+        st.session_state[_OVERRIDE_SAID] = (
+            "problem", "The verdict was not saved: give a reason (what you saw that twice "
+                       "did not).")
+        return
+    confirmed = layer == said
+    try:
+        store.add_override(inv_id, Override(
+            group_id=group_id, duplicate=duplicate, layer=layer, reason=reason, author=author,
+            at=datetime.now(UTC), confirmed=confirmed))
+    except StoreError as exc:
+        st.session_state[_OVERRIDE_SAID] = (
+            "problem", store_problem(exc, "The verdict was not saved")
+            + " The form keeps what you entered: try again later.")
+        return
+    st.session_state[reason_key] = ""
+    st.session_state.pop(layer_key, None)  # back to twice's layer
+    verb = "confirmed" if confirmed else f"overridden to **{layer}**"
+    st.session_state[_OVERRIDE_SAID] = (
+        "saved", f"Saved: {md_text(author)} {verb} the verdict (shown on the Verdict tab, in "
+                 "the export and the report).")

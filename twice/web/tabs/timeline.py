@@ -11,12 +11,12 @@ import streamlit as st
 from twice.clocks import THIN_LABEL, THIN_WHY
 from twice.engine import Analysis
 from twice.formats import utc
-from twice.web.figures import timeline_figure, waterfall_figure
-from twice.web.nav import go
+from twice.web.figures import SVG_MAX_POINTS, timeline_figure, waterfall_figure
+from twice.web.nav import go, show
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text
 
-TIMELINE_POINTS = 5_000  # individual WebGL points per view; the rest is aggregated
+TIMELINE_POINTS = 2_500  # points per view (SVG up to figures.SVG_MAX_POINTS); the rest counted
 
 # A pan or zoom of the timeline (plotly's `plotly_relayout`: the pan tool, a scroll, the zoom
 # buttons) sent to the page as the x axis' new range: the page puts it in the URL (t0/t1).
@@ -30,6 +30,7 @@ export default function(component) {
     const el = document.querySelector('.js-plotly-plot');
     if (el && el !== chart && typeof el.on === 'function') {
       chart = el;
+      el.setAttribute('data-twice-range', 'listening');  // a pan or zoom from now on is heard
       el.on('plotly_relayout', ev => {
         const lo = ev['xaxis.range[0]'], hi = ev['xaxis.range[1]'];
         const range = lo !== undefined && hi !== undefined ? [lo, hi] : ev['xaxis.range'];
@@ -37,7 +38,7 @@ export default function(component) {
           setTriggerValue('range', String(range[0]) + '|' + String(range[1]));
       });
     }
-    setTimeout(listen, 300);  // the chart is drawn again on every run: listen on the new one
+    setTimeout(listen, 100);  // the chart is drawn again on every run: listen on the new one
   };
   listen();
   return () => { stopped = true; };
@@ -48,9 +49,11 @@ _range_listener = st.components.v2.component("twice_timeline_range", js=_RANGE_J
 
 def render(inv: Investigation) -> None:
     state = inv.state
-    raw = st.toggle("Raw source clocks (off: clock-aligned)", value=state.clock == "raw")
-    if raw != (state.clock == "raw"):
-        go(dataclasses.replace(state, clock="raw" if raw else "aligned"))
+    raw = state.clock == "raw"
+    toggle = f"clock:{state.clock}"
+    st.toggle("Raw source clocks (off: clock-aligned)", value=raw, key=toggle,
+              on_change=lambda: show(dataclasses.replace(
+                  state, clock="raw" if st.session_state[toggle] else "aligned")))
     window = (state.t0, state.t1) if state.t0 is not None and state.t1 is not None else None
     fig = _timeline_figure(inv.inv_id, inv.analysis, inv.group.group_id if inv.group else None,
                            not raw, window)
@@ -68,11 +71,13 @@ def render(inv: Investigation) -> None:
     _range_control(inv, fig, window)
     if window is not None and st.button("Fit to the call again"):
         go(dataclasses.replace(state, t0=None, t1=None))
-    st.caption(f"{len(inv.analysis.timeline):,} rows; past {TIMELINE_POINTS:,} points the lanes "
-               "that do not fit are drawn as counts per time bucket (attempts are always "
-               "points). Draw a box over a stretch of time to zoom to it, pan (the hand in the "
-               "chart's toolbar) or type a time range: the window goes in the link (t0/t1), "
-               "and every row in it is drawn.")
+    rows = len(inv.analysis.timeline)
+    near = window is None and rows > SVG_MAX_POINTS
+    st.caption(f"{rows:,} rows{'; opened on the rows near the call' if near else ''}; past "
+               f"{TIMELINE_POINTS:,} points the lanes that do not fit are drawn as counts per "
+               "time bucket (attempts are always points). Draw a box over a stretch of time to "
+               "zoom to it, pan or zoom out (the chart's toolbar) or type a time range: the "
+               "window goes in the link (t0/t1), and every row in it is drawn.")
     for o in inv.analysis.offsets:
         st.caption(f"Clock: {md_text(o.describe())}."
                    + (f" :orange-badge[{THIN_LABEL}] {md_text(THIN_WHY)}" if o.thin else ""))
@@ -167,4 +172,4 @@ def _timeline_figure(inv_id: str, _analysis: Analysis, group: str | None, aligne
                      window: tuple[pd.Timestamp, pd.Timestamp] | None) -> object:
     # a snapshot never changes, so its figures are cached by id and view
     return timeline_figure(_analysis, selected_group=group, aligned=aligned, window=window,
-                           max_points=TIMELINE_POINTS)
+                           max_points=TIMELINE_POINTS, near_view=True)

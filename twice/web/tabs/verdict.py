@@ -19,7 +19,7 @@ from twice.web.figures import (
     disagreements,
     record_text,
 )
-from twice.web.links_out import LinkOut, links_out, record_ids, trace_template
+from twice.web.links_out import LinkOut, links_out, livemodes, record_ids, trace_template
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text, shown_frame
 
@@ -98,7 +98,8 @@ def _raw_records(inv: Investigation) -> None:
                f"({md_text(str(row['source']))}); the copy button is at the block's corner.")
     st.code(record_text(row), language="json")
     ids, traces = record_ids(row.to_dict())
-    _show_links(links_out(ids, traces, template=trace_template()))
+    _show_links(links_out(ids, traces, template=trace_template(),
+                          modes=livemodes(inv.analysis.timeline, ids)))
 
 
 def _attempt_links(inv: Investigation) -> None:
@@ -114,7 +115,8 @@ def _attempt_links(inv: Investigation) -> None:
         ids += [record.get("object_id"), record.get("request_id")]
     records = call_records(inv.analysis, group)
     traces = list(dict.fromkeys(records["trace_id"].dropna())) if len(records) else []
-    _show_links(links_out(ids, traces, template=trace_template()))
+    _show_links(links_out(ids, traces, template=trace_template(),
+                          modes=livemodes(inv.analysis.timeline, ids)))
 
 
 def _show_links(links: list[LinkOut]) -> None:

@@ -1,10 +1,14 @@
-"""Incidents: the saved investigations, searchable, filterable by layer, each a link; a search
-also lists the duplicates it names (a customer, an amount, a charge, PaymentIntent or request
-id), each a link to that duplicate's verdict, not the investigation's newest one. Each
-incident shows when it happened (its attempts, sortable), its status and owner (set on its page)
-and whether its duplicates were refunded (the provider's refund events)."""
+"""Incidents: the saved investigations in one list, searchable, filterable by layer and status,
+each a link that opens in this tab and session; a search also lists the duplicates it names (a
+customer, an amount, a charge, PaymentIntent or request id), each a link to that duplicate's
+verdict, not the investigation's newest one. Each incident shows when it happened (its
+attempts, sortable), its status and owner (set on its page) and whether its duplicates were
+refunded (the provider's refund events). A new store's bundled samples join the list as the
+background import saves them."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
@@ -12,17 +16,21 @@ import streamlit as st
 from twice.formats import money
 from twice.layers import Layer
 from twice.store import DuplicateHit, Store, Summary
-from twice.store.links import ViewState, link
+from twice.store.links import ViewState, link, to_query
 from twice.store.model import STATUSES
 from twice.verdict import fmt_gap
-from twice.web.cache import get_store
-from twice.web.text import md_text, shown_frame
+from twice.web.cache import get_store, sample_import
+from twice.web.nav import INVESTIGATION, pages
+from twice.web.text import md_text, plural, shown_frame
+
+
+def duplicate_view(hit: DuplicateHit) -> ViewState:
+    """The hit's own duplicate, on its verdict."""
+    return ViewState(inv=hit.investigation.id, tab="verdict").at_duplicate(hit.duplicate.dup_key)
 
 
 def duplicate_link(hit: DuplicateHit) -> str:
-    """The hit's own duplicate, on its verdict."""
-    state = ViewState(inv=hit.investigation.id, tab="verdict")
-    return link("", state.at_duplicate(hit.duplicate.dup_key))
+    return link("", duplicate_view(hit))
 
 
 # how the list may be sorted (the store's orders)
@@ -59,34 +67,84 @@ def render() -> None:
     layer = mid.selectbox("Worst layer", ["any", *[x.value for x in Layer]])
     status = right.selectbox("Status", ["any", *STATUSES])
     order = sort_col.selectbox("Sort by", list(SORTS), format_func=SORTS.__getitem__)
+    wanted = Wanted(search, None if layer == "any" else layer,
+                    None if status == "any" else status, order)
+    if sample_import().running:
+        _while_importing(store, wanted)
+    else:
+        _listing(store, wanted)
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What the list is asked for."""
+
+    search: str
+    layer: str | None
+    status: str | None
+    order: str
+
+
+@st.fragment(run_every=1.0)
+def _while_importing(store: Store, wanted: Wanted) -> None:
+    """The list while the bundled samples are analysed in the background (a new store's first
+    visit): drawn at once, again each second as samples join it, once more when all are in."""
+    importing = sample_import()
+    if not importing.running:
+        st.rerun()  # the whole page, without this timer
+    st.caption(f"Analysing the bundled samples ({importing.saved} of "
+               f"{len(importing.folders)} saved): each joins the list when it is saved.")
+    _listing(store, wanted)
+
+
+def _listing(store: Store, wanted: Wanted) -> None:
+    """One list: each incident a link (opened in this tab and session) and what to know of it
+    in one line; a search lists the duplicates it names first."""
     # an investigation a search found through one of its duplicates opens on that duplicate
-    opens: dict[str, str] = {}
-    if search.strip():
-        for hit in reversed(_duplicates(store, search, None if layer == "any" else layer)):
-            opens[hit.investigation.id] = duplicate_link(hit)
-    rows = store.list(search=search, layer=None if layer == "any" else layer,
-                      status=None if status == "any" else status, order=order)
+    opens: dict[str, ViewState] = {}
+    if wanted.search.strip():
+        for hit in reversed(_duplicates(store, wanted.search, wanted.layer)):
+            opens[hit.investigation.id] = duplicate_view(hit)
+    rows = store.list(search=wanted.search, layer=wanted.layer, status=wanted.status,
+                      order=wanted.order)
     if not rows:
         st.info("No investigation matches.")
         return
-    if search.strip():
-        st.subheader("Investigations")
+    st.subheader("Investigations" if wanted.search.strip() else plural(len(rows), "incident"))
+    page = pages()[INVESTIGATION]
+    for s in rows:
+        with st.container(key=f"incident-{s.id}", gap="small"):
+            st.page_link(page, label=f":blue[**{md_text(s.title)}**]", help="",
+                         query_params=to_query(opens.get(s.id)
+                                               or ViewState(inv=s.id, tab="verdict")))
+            st.caption(summary_line(s))
+    # the list's data twin, made when the button is clicked (as the exports are)
+    st.download_button("Download this list (CSV)", lambda: list_csv(rows, opens),
+                       file_name="twice-incidents.csv", mime="text/csv", on_click="ignore")
+
+
+def list_csv(rows: list[Summary], opens: dict[str, ViewState]) -> bytes:
+    """The incidents as a table, each cell as a spreadsheet must read it (a title that starts
+    like a formula behind a `'`)."""
     table = pd.DataFrame([{
         "title": s.title, "from": s.first_at, "to": s.last_at, "status": s.status,
-        "owner": s.owner or "—", "refunded": refunded_text(s), "groups": s.groups,
-        "worst layer": s.worst_layer or "—", "money at risk": money(s.money_at_risk),
-        "provider": s.provider, "saved": s.created_at,
-        "open": opens.get(s.id) or link("", ViewState(inv=s.id, tab="verdict")),
+        "owner": s.owner or "", "worst layer": s.worst_layer or "", "groups": s.groups,
+        "duplicates": s.duplicates, "money at risk": money(s.money_at_risk),
+        "refunded": refunded_text(s), "provider": s.provider, "saved": s.created_at,
+        "link": link("", opens.get(s.id) or ViewState(inv=s.id, tab="verdict")),
     } for s in rows])
-    st.dataframe(shown_frame(table), hide_index=True, width="stretch", column_config={
-        "open": st.column_config.LinkColumn("open", display_text="open")})
-    for s in rows:
-        layer_text = f" · worst layer **{s.worst_layer}**" if s.worst_layer else " · no duplicate"
-        target = opens.get(s.id) or link("", ViewState(inv=s.id, tab="verdict"))
-        owner = f" · owner {md_text(s.owner)}" if s.owner else " · no owner"
-        st.markdown(f"- [{md_text(s.title)}]({target}) · {time_range(s)} · **{s.status}**"
-                    f"{owner}{layer_text} · {s.groups} group{'s' * (s.groups != 1)} · money "
-                    f"at risk {md_text(money(s.money_at_risk))} · {refunded_text(s)}")
+    return shown_frame(table).to_csv(index=False).encode("utf-8-sig")
+
+
+def summary_line(s: Summary) -> str:
+    """An incident in one line, as markdown: when it happened, its status and owner, its worst
+    layer, groups, money at risk, refunds, provider and when it was saved."""
+    owner = f"owner {md_text(s.owner)}" if s.owner else "no owner"
+    found = (f"worst layer **{s.worst_layer}** · {plural(s.groups, 'group')} · money at risk "
+             f"{md_text(money(s.money_at_risk))} · {refunded_text(s)}") if s.worst_layer \
+        else "no duplicate"
+    return (f"{time_range(s)} · **{s.status}** · {owner} · {found} · {md_text(s.provider)} · "
+            f"saved {s.created_at:%Y-%m-%d %H:%M} UTC")
 
 
 def _duplicates(store: Store, search: str, layer: str | None) -> list[DuplicateHit]:
@@ -97,14 +155,18 @@ def _duplicates(store: Store, search: str, layer: str | None) -> list[DuplicateH
     if not hits:
         st.caption("No duplicate's attempts hold every word of the search.")
         return hits
-    st.caption(f"{len(hits)} duplicate{'s' * (len(hits) != 1)} hold every word of the search.")
-    for h in hits:
+    st.caption(f"{plural(len(hits), 'duplicate')} hold{'s' * (len(hits) == 1)} every word of "
+               "the search.")
+    page = pages()[INVESTIGATION]
+    for i, h in enumerate(hits):
         d = h.duplicate
         amount = money({d.currency or "?": d.amount}) if d.amount is not None else "no amount"
         when = f"{d.at:%Y-%m-%d %H:%M:%S} UTC" if d.at is not None else "no time"
         refund = {True: " · refunded", False: " · not refunded", None: ""}[d.refunded]
-        st.markdown(f"- [{md_text(d.customer or 'no customer')} · {md_text(amount)} · "
-                    f"**{md_text(d.layer)}** · gap {fmt_gap(d.gap_seconds)}]"
-                    f"({duplicate_link(h)}) · {when}{refund} · in "
-                    f"{md_text(h.investigation.title)}")
+        with st.container(key=f"duplicate-{i}", gap="small"):
+            st.page_link(page, help="", query_params=to_query(duplicate_view(h)),
+                         label=f":blue[{md_text(d.customer or 'no customer')} · "
+                               f"{md_text(amount)} · **{md_text(d.layer)}** · gap "
+                               f"{fmt_gap(d.gap_seconds)}]")
+            st.caption(f"{when}{refund} · in {md_text(h.investigation.title)}")
     return hits

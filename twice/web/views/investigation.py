@@ -9,16 +9,17 @@ import pandas as pd
 import streamlit as st
 
 from twice.formats import money, visible
-from twice.store import InvestigationNotFound, StoreError
+from twice.layers import LAYERS, Layer
+from twice.store import InvestigationNotFound, Snapshot, Store, StoreError
 from twice.store.links import ViewState, from_query, link
 from twice.store.model import STATUSES
 from twice.verdict import fmt_gap
-from twice.web.cache import get_analysis, get_store
+from twice.web.cache import Analysed, get_analysis, get_store, is_analysed, sample_import
 from twice.web.export import LIVE_ERRORS
-from twice.web.nav import base_url, go
+from twice.web.nav import base_url, go, show
 from twice.web.problems import store_problem
 from twice.web.tabs import TABS, Investigation
-from twice.web.text import md_text, shown_frame
+from twice.web.text import md_text, plural, shown_frame
 
 WARNINGS_SHOWN = 20
 
@@ -27,10 +28,12 @@ def render() -> None:
     state = from_query(st.query_params.to_dict())
     store = get_store()
     snapshot = store.get(state.inv, timeline=False) if state.inv else None
-    try:  # the timeline is in the cached analysis
-        analysed = get_analysis(snapshot.summary.id, store) if snapshot is not None else None
-    except InvestigationNotFound:
-        analysed = None
+    if snapshot is None and state.inv and sample_import().is_pending(state.inv):
+        # a new store's first visit: this bundled sample is still being analysed and saved
+        with st.spinner("Analysing the bundled samples…"):
+            sample_import().wait()
+        snapshot = store.get(state.inv, timeline=False)
+    analysed = _analysed(store, snapshot, state) if snapshot is not None else None
     if snapshot is None or analysed is None:
         st.error(f"Investigation `{state.inv}` was not found. It may have been deleted, or the "
                  "link was mistyped.")
@@ -44,21 +47,63 @@ def render() -> None:
     _pick_duplicate(inv)
     tabs = list(TABS)
     tab = state.tab if state.tab in tabs else "verdict"
-    picked = st.radio("View", tabs, index=tabs.index(tab), horizontal=True,
-                      format_func=lambda t: TABS[t][0], label_visibility="collapsed")
-    if picked != tab:
-        go(dataclasses.replace(state, tab=picked))
+    # keyed by the tab the URL names: the picker always shows the URL's tab (a link, the
+    # browser's back button); a click changes the URL in its callback, and that run draws it
+    picker = f"view:{tab}"
+    st.radio("View", tabs, index=tabs.index(tab), horizontal=True, key=picker,
+             format_func=lambda t: TABS[t][0], label_visibility="collapsed",
+             on_change=lambda: show(dataclasses.replace(
+                 state, tab=str(st.session_state[picker]))))
     TABS[tab][1](inv)
     st.divider()
     st.markdown("**Link to this view** (no secrets in it):")
     st.code(link(base_url(), state.at_duplicate(inv.key, tab=tab)), language=None)
 
 
+def _analysed(store: Store, snapshot: Snapshot, state: ViewState) -> Analysed | None:
+    """The investigation's analysis (None: deleted meanwhile). The first time this server
+    shows it, the store's own account of it stands in the page while it is analysed."""
+    inv_id = snapshot.summary.id
+    try:
+        if is_analysed(inv_id):
+            return get_analysis(inv_id, store)
+        preview = st.empty()
+        with preview.container():
+            _preview(store, snapshot, state)
+            with st.spinner("Reading and analysing the saved evidence…"):
+                analysed = get_analysis(inv_id, store)
+        preview.empty()
+        return analysed
+    except InvestigationNotFound:
+        return None
+
+
+def _preview(store: Store, snapshot: Snapshot, state: ViewState) -> None:
+    """The investigation as the store saved it (its title, the verdict its duplicate was saved
+    with), shown while its timeline is read and analysed, which takes seconds on a large one:
+    a shared link says what it is about at once."""
+    s = snapshot.summary
+    st.title(md_text(s.title))
+    dups = store.duplicates(s.id)
+    wanted = next((d for d in dups if d.dup_key == state.dup), None) or next(
+        (d for d in dups if d.group_id == state.group), None)
+    if wanted is None and dups:  # the newest call, its first duplicate (as the page opens)
+        newest = max(dups, key=lambda d: (d.at is not None, d.at or 0)).group_id
+        wanted = next(d for d in dups if d.group_id == newest)
+    known = {x.value: x for x in Layer}
+    if wanted is not None and wanted.layer in known and (state.tab or "verdict") == "verdict":
+        layer = known[wanted.layer]  # (a layer a later twice no longer has is not shown)
+        st.header(f"{layer.value}: {LAYERS[layer].plain}", anchor="verdict")
+        st.caption(f"gap {fmt_gap(wanted.gap_seconds)} · "
+                   f"{md_text(wanted.customer or 'no customer')} · the verdict as saved "
+                   f"{s.created_at:%Y-%m-%d %H:%M} UTC; the evidence is being read")
+
+
 def _header(inv: Investigation) -> None:
     s = inv.snap.summary
     st.title(md_text(s.title))
-    st.caption(f"{md_text(s.provider)} · {len(inv.analysis.groups)} duplicate groups · worst "
-               f"layer {s.worst_layer or '—'} · money at risk "
+    st.caption(f"{md_text(s.provider)} · {plural(len(inv.analysis.groups), 'duplicate group')} · "
+               f"worst layer {s.worst_layer or '—'} · money at risk "
                f"{md_text(money(s.money_at_risk))} · saved "
                f"{s.created_at:%Y-%m-%d %H:%M} UTC · id `{s.id}`")
     _workflow(inv)
@@ -123,7 +168,7 @@ def _pick_duplicate(inv: Investigation) -> None:
               for k, layer, gap, customer, amount, second in zip(
                   dups["key"], dups["layer"], dups["gap_seconds"].astype(float),
                   dups["customer"], dups["amount"], dups["second"], strict=True)}
-    chosen = st.selectbox("Duplicate", list(labels), index=list(labels).index(key),
-                          format_func=labels.__getitem__)
-    if chosen != key:
-        go(inv.state.at_duplicate(chosen))
+    picker = f"duplicate:{key}"
+    st.selectbox("Duplicate", list(labels), index=list(labels).index(key), key=picker,
+                 format_func=labels.__getitem__,
+                 on_change=lambda: show(inv.state.at_duplicate(str(st.session_state[picker]))))
