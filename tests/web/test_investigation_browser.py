@@ -162,6 +162,8 @@ def test_search_lands_on_the_duplicate_asked_about(busy_app: tuple[str, Any],
     shown = picker.evaluate("el => el.innerText + ' ' + [...el.querySelectorAll('input')]"
                             ".map(i => i.value).join(' ')")
     assert "cus_ZBAwnAjde5AD75 · 29.00 USD" in shown, shown
+    # and the tool call, as the evidence names it (issue 20: customer · amount · tool · ...)
+    assert redelivery.tool_name and f"29.00 USD · {redelivery.tool_name} · " in shown, shown
     # "9.00" is two customers' amount (both 900 usd), not the 49.00 of a third
     hits = _search(page, url, "9.00")
     assert {h.split("dup=")[1].split(":")[0] for h in hits} == {

@@ -30,6 +30,20 @@ def md_text(text: str) -> str:
     return _AUTOLINKED.sub(_JOINER, escaped)
 
 
+# A tool's name from evidence can be any length; a duplicate's label keeps it to one glance.
+TOOL_SHOWN = 32
+
+
+def tool_words(name: object) -> str:
+    """A tool call's name as a duplicate's label shows it: visible characters, one line, at most
+    `TOOL_SHOWN` characters (longer ones end in an ellipsis); "" when the evidence names none
+    (provider-only evidence), so the label leaves the part out rather than saying "unknown"."""
+    if name is None or (isinstance(name, float) and pd.isna(name)) or name is pd.NA:
+        return ""
+    flat = " ".join(visible(str(name)).split())
+    return flat if len(flat) <= TOOL_SHOWN else flat[:TOOL_SHOWN - 1].rstrip() + "…"
+
+
 def plural(n: int, noun: str) -> str:
     """`1 group`, `2 groups`, `0 groups`."""
     return f"{n:,} {noun}{'' if n == 1 else 's'}"

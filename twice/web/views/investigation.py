@@ -19,7 +19,7 @@ from twice.web.export import LIVE_ERRORS
 from twice.web.nav import base_url, go, show
 from twice.web.problems import store_problem
 from twice.web.tabs import TABS, Investigation
-from twice.web.text import md_text, plural, shown_frame
+from twice.web.text import md_text, plural, shown_frame, tool_words
 
 WARNINGS_SHOWN = 20
 
@@ -162,12 +162,14 @@ def _pick_duplicate(inv: Investigation) -> None:
     if not key or not len(dups):
         return
     # plain text, but a bidi override in an id would still reorder the option; the customer
-    # and amount tell one customer's duplicate from another's on a busy day
+    # and amount tell one customer's duplicate from another's on a busy day, the tool which call
     labels = {k: f"{layer} · gap {fmt_gap(gap)} · {visible(customer or 'no customer')} · "
-                 f"{visible(amount or 'no amount')} · {visible(second)}"
-              for k, layer, gap, customer, amount, second in zip(
+                 f"{visible(amount or 'no amount')} · "
+                 + (f"{tool} · " if (tool := tool_words(tool_name)) else "") + visible(second)
+              for k, layer, gap, customer, amount, tool_name, second in zip(
                   dups["key"], dups["layer"], dups["gap_seconds"].astype(float),
-                  dups["customer"], dups["amount"], dups["second"], strict=True)}
+                  dups["customer"], dups["amount"], dups["tool_name"], dups["second"],
+                  strict=True)}
     picker = f"duplicate:{key}"
     st.selectbox("Duplicate", list(labels), index=list(labels).index(key), key=picker,
                  format_func=labels.__getitem__,
