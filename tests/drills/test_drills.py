@@ -154,6 +154,15 @@ def test_explanations_cite_only_what_the_drill_showed(generated: Generated,
 
 
 @pytest.mark.parametrize("drill_id", [d.id for d in drills.all_drills()])
+def test_the_fix_says_to_derive_the_key_once(generated: Generated, drill_id: str) -> None:
+    """Two fixes may both stop the repeat (a redelivery: the visibility timeout, the derived
+    key); the paragraph names deriving the key once, not once per fix."""
+    drill, folder = generated[drill_id]
+    fix = drills.explain(drill, folder).fix.lower()
+    assert fix.count("derive") <= 1, fix
+
+
+@pytest.mark.parametrize("drill_id", [d.id for d in drills.all_drills()])
 def test_the_question_does_not_name_the_answer(generated: Generated, drill_id: str) -> None:
     drill, folder = generated[drill_id]
     layer = drill.spec.layer

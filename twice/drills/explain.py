@@ -343,6 +343,12 @@ def _misled(q: Question, f: Facts, key: Key) -> list[Point]:
 # --------------------------------------------------------------------------- the fix
 
 
+# the fixes whose text already says to derive the key from the thread and tool call ids: with
+# one of them, the derived-key fix is not said a second time
+_SAYS_DERIVED_KEY = frozenset(k for k, text in FIX_TEXT.items()
+                              if k != "derived_key" and "derive" in text.lower())
+
+
 def _fix(f: Facts, key: Key) -> str:
     if key.protected:
         pair = _pair(f)
@@ -350,7 +356,10 @@ def _fix(f: Facts, key: Key) -> str:
         return ("Nothing to change: the idempotency key already made the repeat harmless"
                 f"{replayed}. Keep sending it; " + FIX_TEXT["derived_key"][0].lower()
                 + FIX_TEXT["derived_key"][1:])
-    texts = [FIX_TEXT[k] for k in sorted(key.fixes)]
+    fixes = set(key.fixes)
+    if fixes & _SAYS_DERIVED_KEY:
+        fixes.discard("derived_key")
+    texts = [FIX_TEXT[k] for k in sorted(fixes)]
     pair = _pair(f)
     if pair is not None and key.true_layer not in (NONE, "model_reemission") \
             and not key.protected and "effects_record" not in key.fixes:
