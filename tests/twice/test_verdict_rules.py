@@ -11,7 +11,7 @@ import pytest
 from twice import verdict
 from twice.layers import LAYERS, Band, Bands, Layer
 from twice.timeline import Kind, make_timeline
-from twice.verdict import RULES, Context, Pair, decide, judge
+from twice.verdict import RULES, Context, Pair, decide, fmt_gap, judge
 
 T0 = pd.Timestamp("2025-03-04T10:00:00Z")
 
@@ -214,3 +214,11 @@ def test_an_alternative_is_said_in_the_layers_table_s_plain_words() -> None:
         words = verdict.Alternative(layer, "it fits the gap too").describe()
         assert words == f"could also be: {layer.value}, {LAYERS[layer].plain} — it fits the " \
                         "gap too"
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (1.234, "1.23 s"), (45.0, "45.0 s"), (400.0, "6.7 min"), (7200.0, "2.0 h"),
+    (172_799.0, "48.0 h"), (172_800.0, "2.0 d"), (30 * 86_400 - 2880, "30.0 d")])
+def test_gaps_read_in_the_unit_of_their_size(seconds: float, text: str) -> None:
+    """A renewal a month later reads 30.0 d, not 719.2 h."""
+    assert fmt_gap(seconds) == text

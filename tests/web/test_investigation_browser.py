@@ -284,7 +284,7 @@ def test_a_control_sample_lists_the_pairs_it_dismissed(busy_app: tuple[str, Any]
                            timeout=30_000)
     body = page.locator("body").inner_text()
     assert "look-alike pair(s) dismissed" in body
-    assert "719.2 h apart, beyond the 15.0 min" in body  # the renewal, a month later
+    assert "30.0 d apart, beyond the 15.0 min" in body  # the renewal, a month later
     assert "nothing to explain" not in body
     page.close()
 
