@@ -204,7 +204,7 @@ def fmt_gap(seconds: float) -> str:
         return f"{seconds:.1f} s"
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
-    if seconds < 172800:
+    if seconds < 7 * 86400:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} d"  # a renewal a month later: 30.0 d, not 719.2 h
 

@@ -218,7 +218,8 @@ def test_an_alternative_is_said_in_the_layers_table_s_plain_words() -> None:
 
 @pytest.mark.parametrize(("seconds", "text"), [
     (1.234, "1.23 s"), (45.0, "45.0 s"), (400.0, "6.7 min"), (7200.0, "2.0 h"),
-    (172_799.0, "48.0 h"), (172_800.0, "2.0 d"), (30 * 86_400 - 2880, "30.0 d")])
+    (186_480.0, "51.8 h"), (604_799.0, "168.0 h"), (604_800.0, "7.0 d"),
+    (30 * 86_400 - 2880, "30.0 d")])
 def test_gaps_read_in_the_unit_of_their_size(seconds: float, text: str) -> None:
     """A renewal a month later reads 30.0 d, not 719.2 h."""
     assert fmt_gap(seconds) == text
