@@ -1,15 +1,24 @@
 """A duplicate's label names the tool call its evidence gives (issue 20: customer · amount ·
 tool · layer · gap), short, one line and without hidden characters, and leaves the part out when
-the evidence names no tool."""
+the evidence names no tool: in the Duplicate picker, a search's hits (a saved duplicate) and the
+verdict tab's dismissed look-alike pairs."""
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pandas as pd
 
+from twice.connectors import registry
+from twice.controls import Dismissed, dismissed_pairs
+from twice.engine import analyze
 from twice.store import DuplicateRow
+from twice.verdict import fmt_gap
+from twice.web.tabs.verdict import attempt_tools, dismissed_words
 from twice.web.text import TOOL_SHOWN, duplicate_words, tool_words
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_data"
 
 
 def test_a_tool_name_is_shown_as_the_evidence_gives_it() -> None:
@@ -60,3 +69,41 @@ def test_a_hostile_saved_tool_is_one_escaped_line() -> None:
     words = duplicate_words(_saved(tool="**[pay](https://evil.example)**\n# now\u202e"))
     assert "\n" not in words and "\u202e" not in words and "](" not in words
     assert "\\*\\*\\[pay\\]" in words
+
+
+def _dismissed(**fields: object) -> Dismissed:
+    pair = Dismissed(first="req_3UeSpxkWc63T3u", second="req_GFob81eqtzM4M4",
+                     customer="cus_kiaGuU7XxMXSI0", amount=900, currency="usd",
+                     gap_seconds=300.0, why=("different tool calls",))
+    return dataclasses.replace(pair, **fields)  # type: ignore[arg-type]
+
+
+def test_a_dismissed_pair_is_named_in_words_not_by_its_attempts_ids() -> None:
+    pair = _dismissed()
+    tools = {pair.first: "charge_subscription", pair.second: "charge_subscription"}
+    words = dismissed_words(pair, tools)
+    assert words == (f"**cus\\_kiaGuU7XxMXSI0 · 9\\.00 USD · charge\\_subscription** · gap "
+                     f"{fmt_gap(300.0)}")
+    assert "req" not in words
+    # the evidence names no tool: the part is left out; two tools: both, each once
+    assert dismissed_words(pair, {}) == (f"**cus\\_kiaGuU7XxMXSI0 · 9\\.00 USD** · gap "
+                                         f"{fmt_gap(300.0)}")
+    assert "charge\\_subscription / refund" in dismissed_words(
+        pair, {pair.first: "charge_subscription", pair.second: "refund"})
+
+
+def test_a_dismissed_pairs_hostile_tool_is_one_escaped_line() -> None:
+    pair = _dismissed()
+    words = dismissed_words(pair, {pair.second: "**[pay](https://evil.example)**\n# now\u202e"})
+    assert "\n" not in words and "\u202e" not in words and "](" not in words
+    assert "\\*\\*\\[pay\\]" in words
+
+
+def test_a_control_samples_pair_is_named_by_the_tool_its_evidence_gives() -> None:
+    found, _ = registry.scan_folder(SAMPLES / "control_new_turn")
+    analysis = analyze(registry.load_all([(n, p, {}) for n, p in found]).rows)
+    pairs = dismissed_pairs(analysis)
+    tools = attempt_tools(analysis, [a for d in pairs for a in (d.first, d.second)])
+    pair = pairs[0]
+    assert tools[pair.first] == tools[pair.second] == "charge_subscription"
+    assert "charge\\_subscription" in dismissed_words(pair, tools)
