@@ -614,3 +614,53 @@ def test_a_store_of_version_3_is_migrated_open_with_no_owner_and_refunds_unknown
         assert [x.id for x in store.list(status="resolved")] == ["old-one"]
         snap = store.get("old-one")
         assert snap is not None and len(snap.timeline) == len(step_retry.timeline)
+
+
+def test_a_saved_duplicate_comes_back_with_its_tool(backend: Backend,
+                                                   step_retry: Incident) -> None:
+    """Issue 20: a search names each duplicate in words, its tool among them."""
+    inv_id = save(backend.store, "tool", step_retry)
+    group = step_retry.analysis.groups[0]
+    assert group.tool_name == "charge_subscription"
+    [dup] = backend.store.duplicates(inv_id)
+    [hit] = backend.store.search_duplicates(str(dup.customer))
+    assert dup.tool == hit.duplicate.tool == "charge_subscription"
+
+
+def test_a_store_of_version_4_is_migrated_and_its_duplicates_name_no_tool(
+        tmp_path: Path, request: pytest.FixtureRequest, step_retry: Incident) -> None:
+    for kind in ("sqlite", "postgres"):
+        if kind == "sqlite":
+            url = str(tmp_path / "v4.sqlite3")
+            old: Store = SqliteStore(url, migrations=SQLITE_MIGRATIONS[:4])
+        else:
+            url = request.getfixturevalue("fresh_postgres_dsn")
+            old = PostgresStore(url, migrations=PG_MIGRATIONS[:4])
+        # what twice wrote before it kept the tool: the version 4 columns only
+        p = prepare("old", step_retry.timeline, provider="stripe", sources=(), warnings=(),
+                    tags=(), inv_id="old-one", analysis=step_retry.analysis)
+        d, text = p.duplicates[0]
+        s = p.summary
+        with old.transaction(write=True) as tx:
+            tx.execute(
+                "INSERT INTO investigations (id, title, created_at, provider, group_count, "
+                "worst_layer, layers, money_at_risk, sources, tags, warnings, search_text, "
+                "options, first_at, last_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [s.id, s.title, s.created_at, "stripe", 1, s.worst_layer, p.layers, {}, [], [],
+                 [], p.search_text, p.options, s.first_at, s.last_at])
+            tx.execute("INSERT INTO timelines (investigation_id, parquet) VALUES (?, ?)",
+                       ["old-one", p.parquet])
+            tx.execute("INSERT INTO duplicates (investigation_id, dup_key, group_id, layer, "
+                       "gap_seconds, at, customer, amount, currency, search_text, refunded) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       ["old-one", d.dup_key, d.group_id, d.layer, d.gap_seconds, d.at,
+                        d.customer, d.amount, d.currency, text, d.refunded])
+        assert old.schema_version() == 4
+        store = open_store(url)
+        assert store.schema_version() == len(SQLITE_MIGRATIONS) >= 5
+        [saved] = store.duplicates("old-one")
+        assert saved.dup_key == d.dup_key and saved.tool is None, kind  # named without a tool
+        new = save(store, "new", step_retry)
+        hits = {h.investigation.id: h.duplicate.tool
+                for h in store.search_duplicates(str(d.customer))}
+        assert hits == {"old-one": None, new: "charge_subscription"}, kind

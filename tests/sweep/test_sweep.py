@@ -366,3 +366,35 @@ def test_a_repeat_33_hours_later_is_followed_into_another_batch(
     found = [g for g in sweep_groups(store, result.record.id) if g.group_id == paused[0].group_id]
     assert [(g.layer, g.attempts, g.first_at, g.last_at, g.chunk) for g in found] == \
         [(paused[0].layer, paused[0].attempts, paused[0].first_at, paused[0].last_at, 0)]
+
+
+def test_each_investigation_is_titled_in_words_not_by_a_hash(
+        swept: tuple[str, str, list[SweepGroup]]) -> None:
+    """Issue 20: a sweep's investigation is named customer · amount · tool · layer · gap (then
+    when it started), never by the sweep's hash, and a part the evidence lacks is left out."""
+    import dataclasses
+
+    from twice.formats import money
+    from twice.sweep.run import investigation_title
+    from twice.verdict import fmt_gap
+
+    url, sweep_id, groups = swept
+    store = open_store(url)
+    titles = {s.id: s.title for s in store.list()}
+    for g in groups:
+        title = titles[g.investigation_id]
+        assert sweep_id not in title and "unknown" not in title, title
+        snap = store.get(g.investigation_id)
+        assert snap is not None
+        group = next(x for x in analyze(snap.timeline).groups if x.group_id == g.group_id)
+        named = next(d for d in group.duplicates if d.layer.value == g.layer)
+        second = next(r for r in group.records if r["attempt_id"] == named.second)
+        words = [g.customer, money({second["currency"]: int(second["amount"])}),
+                 group.tool_name, g.layer, f"gap {fmt_gap(named.gap_seconds)}",
+                 f"{g.first_at:%Y-%m-%d %H:%M} UTC"]
+        assert title == "Sweep: " + " · ".join(w for w in words if w), title
+    assert any(g.customer for g in groups) and any(g.tool_name for g in groups)
+    # the evidence names no customer nor tool: those parts are left out
+    bare = dataclasses.replace(group, tool_name=None)
+    title = investigation_title(bare, dataclasses.replace(g, customer=None))
+    assert title == "Sweep: " + " · ".join(words[1:2] + words[3:]), title

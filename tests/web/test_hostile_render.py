@@ -214,3 +214,29 @@ def test_the_incidents_list_names_a_bidi_override_in_a_title(tmp_path: Path,
         assert not any(RLO in t for t in titles)
     finally:
         st.cache_resource.clear()
+
+
+def test_a_searched_duplicate_is_named_in_words_with_its_tool_escaped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, analysis: Analysis) -> None:
+    """Issue 20: a search's hit is named customer · amount · tool · layer · gap; the tool, as
+    hostile as the evidence makes it, is one line of text, not markup."""
+    from twice.web.text import md_text, tool_words
+
+    path = tmp_path / "investigations.sqlite3"
+    open_store(str(path)).create("hostile tool", hostile_timeline(), id=INV)
+    customer = str(analysis.groups[0].records[-1]["subject"])
+    monkeypatch.setenv("TWICE_STORE", str(path))
+    st.cache_resource.clear()
+    try:
+        at = run_app({})
+        at.text_input[0].set_value(customer).run()
+        assert not at.exception, at.exception
+        labels = [p.proto.label for p in at.get("page_link")
+                  if "dup=" in p.proto.query_string]
+        tool = md_text(tool_words(TOOL))
+        assert tool.startswith("charge\\<a href") and tool.endswith("…")
+        assert any(f" · {tool} · **" in label for label in labels), labels
+        # every `<` escaped: markdown shows it, never opens a tag with it
+        assert not any(RLO in label or re.search(r"(?<!\\)<", label) for label in labels)
+    finally:
+        st.cache_resource.clear()

@@ -75,7 +75,7 @@ class Summary:
 @dataclass(frozen=True)
 class DuplicateRow:
     """One duplicate of a saved investigation, as a search finds it: which one (its key is the
-    link's `dup=`), its verdict's layer and gap, and whose money it took."""
+    link's `dup=`), its verdict's layer and gap, whose money it took and by which tool."""
 
     dup_key: str
     group_id: str
@@ -88,6 +88,9 @@ class DuplicateRow:
     # the provider's events show one of its two attempts' payments refunded (`charge.refunded`);
     # None: saved before twice looked
     refunded: bool | None = None
+    # the tool its call ran, as the evidence names it; None: the evidence names none
+    # (provider-only), or saved before twice kept it
+    tool: str | None = None
 
 
 @dataclass(frozen=True)

@@ -200,7 +200,8 @@ def duplicate_rows(analysis: Analysis, timeline: pd.DataFrame) -> list[tuple[Dup
                 amount=None if _missing(second.get("amount")) else int(second["amount"]),
                 currency=None if _missing(second.get("currency")) else str(second["currency"]),
                 refunded=any(str(r.get("object_id")) in refunded for r in pair
-                             if not _missing(r.get("object_id"))))
+                             if not _missing(r.get("object_id"))),
+                tool=group.tool_name)
             out.append((row, _search_text(list(dict.fromkeys(tokens)))))
     return out
 

@@ -1,7 +1,7 @@
 """The store's tables, written once for both databases (`{time}`, `{json}`, ... are the
 dialect's column types, `twice.store.dialect`).
 
-Schema version N is VERSIONS[:N] applied, in order, at open. Version 5 will be one more tuple
+Schema version N is VERSIONS[:N] applied, in order, at open. Version 6 will be one more tuple
 appended here.
 """
 
@@ -141,7 +141,15 @@ VERSION_4 = (
     "CREATE INDEX investigations_first ON investigations (first_at DESC, seq DESC)",
 )
 
-VERSIONS: tuple[tuple[str, ...], ...] = (INVESTIGATIONS, SWEEPS, VERSION_3, VERSION_4)
+# Version 5: per duplicate, the tool its call ran (the engine's `Group.tool_name`), so a search
+# names it in words (issue 20: customer · amount · tool · layer · gap). A row saved before has
+# NULL, and is named without a tool.
+VERSION_5 = (
+    "ALTER TABLE duplicates ADD COLUMN tool_name TEXT",
+)
+
+VERSIONS: tuple[tuple[str, ...], ...] = (INVESTIGATIONS, SWEEPS, VERSION_3, VERSION_4,
+                                         VERSION_5)
 # What marks a database as twice's store: the first migration creates both in one transaction,
 # so a store has both, or is new. A database with other tables and not these is not opened.
 OWN_TABLES = frozenset({"schema_version", "investigations"})

@@ -142,7 +142,7 @@ class Store(ABC):
         with self.transaction() as tx:
             rows = tx.execute(
                 f"SELECT {SUMMARY_COLUMNS}, d.dup_key, d.group_id, d.layer, d.gap_seconds, "
-                "d.at, d.customer, d.amount, d.currency, d.refunded FROM duplicates d "
+                "d.at, d.customer, d.amount, d.currency, d.refunded, d.tool_name FROM duplicates d "
                 "JOIN investigations ON investigations.id = d.investigation_id "
                 f"WHERE {' AND '.join(where)} "
                 "ORDER BY investigations.created_at DESC, investigations.seq DESC, d.at DESC, "
@@ -156,7 +156,8 @@ class Store(ABC):
         with self.transaction() as tx:
             rows = tx.execute(
                 "SELECT dup_key, group_id, layer, gap_seconds, at, customer, amount, currency, "
-                "refunded FROM duplicates WHERE investigation_id = ? ORDER BY at, dup_key",
+                "refunded, tool_name FROM duplicates WHERE investigation_id = ? "
+                "ORDER BY at, dup_key",
                 [inv_id])
         return [duplicate_from_row(r) for r in rows]
 
@@ -250,10 +251,10 @@ def insert_investigation(tx: Transaction, p: Prepared, *, if_new: bool = False) 
                [s.id, p.parquet])
     for d, text in p.duplicates:
         tx.execute("INSERT INTO duplicates (investigation_id, dup_key, group_id, layer, "
-                   "gap_seconds, at, customer, amount, currency, search_text, refunded) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   "gap_seconds, at, customer, amount, currency, search_text, refunded, "
+                   "tool_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                    [s.id, d.dup_key, d.group_id, d.layer, d.gap_seconds, d.at, d.customer,
-                    d.amount, d.currency, text, d.refunded])
+                    d.amount, d.currency, text, d.refunded, d.tool])
     return True
 
 
@@ -315,7 +316,8 @@ def duplicate_from_row(row: Mapping[str, Any]) -> DuplicateRow:
                         customer=row["customer"],
                         amount=None if row["amount"] is None else int(row["amount"]),
                         currency=row["currency"],
-                        refunded=None if row["refunded"] is None else bool(row["refunded"]))
+                        refunded=None if row["refunded"] is None else bool(row["refunded"]),
+                        tool=row["tool_name"])
 
 
 def note_from_row(row: Mapping[str, Any]) -> Note:

@@ -36,7 +36,7 @@ chunk, options): rerunning the same command resumes the same sweep.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ import pandas as pd
 from twice.connectors import manifest, registry
 from twice.connectors.base import SourceError, redact
 from twice.engine import Group, Options, analyze
-from twice.formats import utc
+from twice.formats import money, utc
 from twice.layers import Bands
 from twice.store import Prepared, Store, prepare
 from twice.store.sweeps import (
@@ -63,6 +63,7 @@ from twice.store.sweeps import (
 )
 from twice.sweep.evidence import far_rows, group_slices, long_fingerprints
 from twice.timeline import Kind, SourceWarning
+from twice.verdict import fmt_gap
 
 Source = tuple[str, str | Path, dict[str, Any]]
 Progress = Callable[[int, int, int], None]  # chunks done, chunks total, groups found so far
@@ -189,6 +190,38 @@ def _sweep_group(group: Group, chunk: int, inv_id: str) -> SweepGroup:
         tool_name=group.tool_name, thread_id=group.thread_id, attempts=len(group.records))
 
 
+# A tool's name from evidence can be any length; a title keeps it to one glance (as the web
+# app's labels do, twice.web.text.TOOL_SHOWN).
+TITLE_TOOL = 32
+
+
+def investigation_title(group: Group, found: SweepGroup) -> str:
+    """The title of a group's investigation: the duplicate its worst layer names, in words
+    (issue 20: customer · amount · tool · layer · gap), then when it started. A part the
+    evidence does not give is left out, never written "unknown"; no hash or id names it (the
+    sweep's id is among the investigation's tags)."""
+    named = next((d for d in group.duplicates if d.layer == group.worst_layer), None)
+    second = next((r for r in group.records
+                   if named is not None and str(r["attempt_id"]) == named.second), {})
+    tool = " ".join(str(group.tool_name or "").split())  # one line
+    parts = [
+        found.customer or "",
+        _amount_words(second),
+        tool if len(tool) <= TITLE_TOOL else tool[:TITLE_TOOL - 1].rstrip() + "…",
+        found.layer or "",
+        f"gap {fmt_gap(named.gap_seconds)}" if named is not None else "",
+        f"{found.first_at:%Y-%m-%d %H:%M} UTC",
+    ]
+    return "Sweep: " + " · ".join(p for p in parts if p)
+
+
+def _amount_words(record: Mapping[str, Any]) -> str:
+    amount, currency = record.get("amount"), record.get("currency")
+    if amount is None or pd.isna(amount) or not isinstance(currency, str) or not currency:
+        return ""
+    return money({currency: int(amount)})
+
+
 def _bearing_times(timeline: pd.DataFrame, at_ns: np.ndarray) -> np.ndarray:
     """Times (ns, sorted) of the rows an attempt can come from: the provider's requests and
     events; with none anywhere (agent-side evidence only) the engine counts tool spans and
@@ -238,10 +271,9 @@ def sweep_batch(store: Store, sweep_id: str, plan: Plan, chunks: Sequence[int],
             i = chunks[int(np.searchsorted(starts_ns, _first_raw(g).value, side="right")) - 1]
             f = _sweep_group(g, i, _investigation_id(sweep_id, g.group_id))
             owned_by[i].append(f)
-            title = (f"Sweep {sweep_id}: {f.layer or 'no layer'} · {f.customer or 'unknown'} · "
-                     f"{f.first_at:%Y-%m-%d %H:%M} UTC")
-            prepared.append(prepare(title, rows, provider=provider, sources=source_names,
-                                    warnings=(), tags=["sweep", sweep_id, f.layer or "none"],
+            prepared.append(prepare(investigation_title(g, f), rows, provider=provider,
+                                    sources=source_names, warnings=(),
+                                    tags=["sweep", sweep_id, f.layer or "none"],
                                     inv_id=f.investigation_id, analysis=sliced,
                                     options=options))
     done = [ChunkDone(chunk=i, start=s.to_pydatetime(), end=e.to_pydatetime(),

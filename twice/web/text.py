@@ -6,7 +6,9 @@ import re
 
 import pandas as pd
 
-from twice.formats import visible
+from twice.formats import money, visible
+from twice.store import DuplicateRow
+from twice.verdict import fmt_gap
 
 # Markdown's punctuation and `$` (Streamlit renders $...$ as math): escaped, so evidence text
 # is shown as typed (`:red[...]` directives need the escaped `[`).
@@ -42,6 +44,20 @@ def tool_words(name: object) -> str:
         return ""
     flat = " ".join(visible(str(name)).split())
     return flat if len(flat) <= TOOL_SHOWN else flat[:TOOL_SHOWN - 1].rstrip() + "…"
+
+
+def duplicate_words(d: DuplicateRow, *, layer: bool = True) -> str:
+    """A saved duplicate named in words, as markdown: customer · amount · tool · layer (bold) ·
+    gap (issue 20), never by its key. A tool the evidence names none of (or that was saved
+    before twice kept it) is left out; `layer=False` where a heading says it already."""
+    amount = money({d.currency or "?": d.amount}) if d.amount is not None else "no amount"
+    parts = [md_text(d.customer or "no customer"), md_text(amount)]
+    if tool := tool_words(d.tool):
+        parts.append(md_text(tool))
+    if layer:
+        parts.append(f"**{md_text(d.layer)}**")
+    parts.append(f"gap {fmt_gap(d.gap_seconds)}")
+    return " · ".join(parts)
 
 
 def plural(n: int, noun: str) -> str:

@@ -3,11 +3,14 @@ evidence, findings, the fix, the two attempts side by side, and the clocks it wa
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 import pandas as pd
 import streamlit as st
 
 from twice.clocks import THIN_LABEL, THIN_WHY, ClockOffset
-from twice.controls import MAX_PAIRS, dismissed_pairs
+from twice.controls import MAX_PAIRS, Dismissed, dismissed_pairs
+from twice.engine import Analysis
 from twice.formats import money, visible
 from twice.layers import LAYERS
 from twice.store import effective_overrides
@@ -21,7 +24,7 @@ from twice.web.figures import (
 )
 from twice.web.links_out import LinkOut, links_out, livemodes, record_ids, trace_template
 from twice.web.tabs.context import Investigation
-from twice.web.text import md_text, shown_frame
+from twice.web.text import md_text, shown_frame, tool_words
 
 PAIRS_SHOWN = 10
 
@@ -135,15 +138,46 @@ def _not_duplicates(inv: Investigation) -> None:
         return
     more = " (the nearest shown)" if len(pairs) >= MAX_PAIRS else ""
     st.markdown(f"{len(pairs)} look-alike pair(s) dismissed{more}:")
+    tools = attempt_tools(inv.analysis, [a for d in pairs for a in (d.first, d.second)])
     for d in pairs[:PAIRS_SHOWN]:
-        amount = money({d.currency or "?": d.amount}) if d.amount is not None else "no amount"
-        st.markdown(f"- **{md_text(d.customer or 'no customer')} · {md_text(amount)}**: "
-                    f"{md_text(d.first)} then {md_text(d.second)}, {fmt_gap(d.gap_seconds)} "
-                    f"apart  \n  " + "; ".join(md_text(w) for w in d.why))
+        st.markdown(f"- {dismissed_words(d, tools)}  \n  "
+                    + "; ".join(md_text(w) for w in d.why))
+    # the attempts' ids stay in the table (its data twin), for finding them in the evidence
     table = pd.DataFrame([{"customer": d.customer, "amount": d.amount, "currency": d.currency,
+                           "tool": " / ".join(pair_tools(d, tools)) or None,
                            "first": d.first, "second": d.second, "gap (s)": d.gap_seconds,
                            "why not a duplicate": "; ".join(d.why)} for d in pairs])
     st.dataframe(shown_frame(table), hide_index=True, width="stretch")
+
+
+def attempt_tools(analysis: Analysis, attempt_ids: Iterable[str]) -> dict[str, str]:
+    """The tool each of these attempts' calls ran, as the evidence names it (the engine's
+    lookup, `Group.tool_name`); an attempt whose evidence names none is left out."""
+    timeline, attempts = analysis.timeline, analysis.attempts
+    if attempts.empty:
+        return {}
+    names = (timeline[["tool_call_id", "tool_name"]].dropna()
+             .drop_duplicates("tool_call_id").set_index("tool_call_id")["tool_name"])
+    wanted = attempts[attempts["attempt_id"].astype(str).isin(set(attempt_ids))
+                      & attempts["tool_call_id"].notna()]
+    return {str(a): str(names[c]) for a, c in zip(wanted["attempt_id"], wanted["tool_call_id"],
+                                                    strict=True) if c in names.index}
+
+
+def pair_tools(d: Dismissed, tools: Mapping[str, str]) -> list[str]:
+    """The tools of a dismissed pair's two attempts, each once, as a label shows them."""
+    return list(dict.fromkeys(t for a in (d.first, d.second) if (t := tool_words(tools.get(a)))))
+
+
+def dismissed_words(d: Dismissed, tools: Mapping[str, str]) -> str:
+    """A dismissed look-alike pair named in words, as markdown (issue 20: customer · amount ·
+    tool · gap; a pair has no layer), never by its attempts' ids; a tool the evidence does not
+    name is left out."""
+    amount = money({d.currency or "?": d.amount}) if d.amount is not None else "no amount"
+    parts = [md_text(d.customer or "no customer"), md_text(amount)]
+    if named := pair_tools(d, tools):
+        parts.append(" / ".join(md_text(t) for t in named))
+    return f"**{' · '.join(parts)}** · gap {fmt_gap(d.gap_seconds)}"
 
 
 def clock_markdown(offset: ClockOffset) -> str:

@@ -18,10 +18,9 @@ from twice.layers import Layer
 from twice.store import DuplicateHit, Store, Summary
 from twice.store.links import ViewState, link, to_query
 from twice.store.model import STATUSES
-from twice.verdict import fmt_gap
 from twice.web.cache import get_store, sample_import
 from twice.web.nav import INVESTIGATION, pages
-from twice.web.text import md_text, plural, shown_frame
+from twice.web.text import duplicate_words, md_text, plural, shown_frame
 
 
 def duplicate_view(hit: DuplicateHit) -> ViewState:
@@ -160,13 +159,10 @@ def _duplicates(store: Store, search: str, layer: str | None) -> list[DuplicateH
     page = pages()[INVESTIGATION]
     for i, h in enumerate(hits):
         d = h.duplicate
-        amount = money({d.currency or "?": d.amount}) if d.amount is not None else "no amount"
         when = f"{d.at:%Y-%m-%d %H:%M:%S} UTC" if d.at is not None else "no time"
         refund = {True: " · refunded", False: " · not refunded", None: ""}[d.refunded]
         with st.container(key=f"duplicate-{i}", gap="small"):
             st.page_link(page, help="", query_params=to_query(duplicate_view(h)),
-                         label=f":blue[{md_text(d.customer or 'no customer')} · "
-                               f"{md_text(amount)} · **{md_text(d.layer)}** · gap "
-                               f"{fmt_gap(d.gap_seconds)}]")
+                         label=f":blue[{duplicate_words(d)}]")
             st.caption(f"{when}{refund} · in {md_text(h.investigation.title)}")
     return hits

@@ -19,7 +19,7 @@ from twice.web.export import LIVE_ERRORS
 from twice.web.nav import base_url, go, show
 from twice.web.problems import store_problem
 from twice.web.tabs import TABS, Investigation
-from twice.web.text import md_text, plural, shown_frame, tool_words
+from twice.web.text import duplicate_words, md_text, plural, shown_frame, tool_words
 
 WARNINGS_SHOWN = 20
 
@@ -94,8 +94,7 @@ def _preview(store: Store, snapshot: Snapshot, state: ViewState) -> None:
     if wanted is not None and wanted.layer in known and (state.tab or "verdict") == "verdict":
         layer = known[wanted.layer]  # (a layer a later twice no longer has is not shown)
         st.header(f"{layer.value}: {LAYERS[layer].plain}", anchor="verdict")
-        st.caption(f"gap {fmt_gap(wanted.gap_seconds)} · "
-                   f"{md_text(wanted.customer or 'no customer')} · the verdict as saved "
+        st.caption(f"{duplicate_words(wanted, layer=False)} · the verdict as saved "
                    f"{s.created_at:%Y-%m-%d %H:%M} UTC; the evidence is being read")
 
 
