@@ -571,15 +571,21 @@ def _load_folder(folder: Path) -> pd.DataFrame:
     return load_all((connector, path, {}) for connector, path in found).rows
 
 
+def _old_store(kind: str, version: int, tmp_path: Path,
+               request: pytest.FixtureRequest) -> tuple[str, Store]:
+    """A new store of the given schema version (the migrations up to it), SQLite or PostgreSQL:
+    what an older twice made, for a migration test to write its rows into."""
+    if kind == "sqlite":
+        url = str(tmp_path / f"v{version}.sqlite3")
+        return url, SqliteStore(url, migrations=SQLITE_MIGRATIONS[:version])
+    url = request.getfixturevalue("fresh_postgres_dsn")
+    return url, PostgresStore(url, migrations=PG_MIGRATIONS[:version])
+
+
 def test_a_store_of_version_3_is_migrated_open_with_no_owner_and_refunds_unknown(
         tmp_path: Path, request: pytest.FixtureRequest, step_retry: Incident) -> None:
     for kind in ("sqlite", "postgres"):
-        if kind == "sqlite":
-            url = str(tmp_path / "v3.sqlite3")
-            old: Store = SqliteStore(url, migrations=SQLITE_MIGRATIONS[:3])
-        else:
-            url = request.getfixturevalue("fresh_postgres_dsn")
-            old = PostgresStore(url, migrations=PG_MIGRATIONS[:3])
+        url, old = _old_store(kind, 3, tmp_path, request)
         # what twice wrote before the workflow: the version 3 columns only
         p = prepare("old", step_retry.timeline, provider="stripe", sources=(), warnings=(),
                     tags=(), inv_id="old-one", analysis=step_retry.analysis)
@@ -630,12 +636,7 @@ def test_a_saved_duplicate_comes_back_with_its_tool(backend: Backend,
 def test_a_store_of_version_4_is_migrated_and_its_duplicates_name_no_tool(
         tmp_path: Path, request: pytest.FixtureRequest, step_retry: Incident) -> None:
     for kind in ("sqlite", "postgres"):
-        if kind == "sqlite":
-            url = str(tmp_path / "v4.sqlite3")
-            old: Store = SqliteStore(url, migrations=SQLITE_MIGRATIONS[:4])
-        else:
-            url = request.getfixturevalue("fresh_postgres_dsn")
-            old = PostgresStore(url, migrations=PG_MIGRATIONS[:4])
+        url, old = _old_store(kind, 4, tmp_path, request)
         # what twice wrote before it kept the tool: the version 4 columns only
         p = prepare("old", step_retry.timeline, provider="stripe", sources=(), warnings=(),
                     tags=(), inv_id="old-one", analysis=step_retry.analysis)
