@@ -631,6 +631,9 @@ def test_a_saved_duplicate_comes_back_with_its_tool(backend: Backend,
     [dup] = backend.store.duplicates(inv_id)
     [hit] = backend.store.search_duplicates(str(dup.customer))
     assert dup.tool == hit.duplicate.tool == "charge_subscription"
+    # and a search for the tool's name finds it
+    [by_tool] = backend.store.search_duplicates("charge_subscription")
+    assert by_tool.duplicate.dup_key == dup.dup_key
 
 
 def test_a_store_of_version_4_is_migrated_and_its_duplicates_name_no_tool(

@@ -175,8 +175,8 @@ def refunded_payments(timeline: pd.DataFrame) -> set[str]:
 
 def duplicate_rows(analysis: Analysis, timeline: pd.DataFrame) -> list[tuple[DuplicateRow, str]]:
     """One row per duplicate, each with the search text of its two attempts: their ids, the
-    customer, the amount as a user writes it, and the charges the provider's events of their
-    requests name."""
+    tool, the customer, the amount as a user writes it, and the charges the provider's events
+    of their requests name."""
     events = timeline.loc[timeline["kind"] == "provider_event", ["request_id", "object_id"]]
     events = events.dropna()
     objects = events.groupby("request_id")["object_id"].agg(lambda v: sorted(set(map(str, v))))
@@ -188,6 +188,8 @@ def duplicate_rows(analysis: Analysis, timeline: pd.DataFrame) -> list[tuple[Dup
             pair = [by_id[a] for a in (d.first, d.second) if a in by_id]
             second: Mapping[str, Any] = by_id.get(d.second, {})
             tokens = [d.first, d.second]
+            if group.tool_name:  # "charge_subscription" finds that tool's duplicates
+                tokens.append(str(group.tool_name))
             for r in pair:
                 tokens += [str(r[f]) for f in ATTEMPT_SEARCH_FIELDS if not _missing(r.get(f))]
                 tokens += amount_tokens(r.get("amount"), r.get("currency"))

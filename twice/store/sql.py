@@ -128,8 +128,8 @@ class Store(ABC):
 
     def search_duplicates(self, search: str, limit: int = 50) -> list[DuplicateHit]:
         """The duplicates whose two attempts hold every word of `search` (a customer, an
-        amount as "49.00" or "4900", a charge, PaymentIntent, request or tool call id), newest
-        investigation first. An amount matches whole ("900" is not "4900")."""
+        amount as "49.00" or "4900", a charge, PaymentIntent, request or tool call id, the tool's
+        name), newest investigation first. An amount matches whole ("900" is not "4900")."""
         where: list[str] = []
         params: list[Any] = []
         for term in search.lower().split():

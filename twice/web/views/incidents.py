@@ -62,7 +62,7 @@ def render() -> None:
     left, mid, right, sort_col = st.columns([3, 1, 1, 1])
     search = left.text_input(
         "Search", placeholder="customer, amount (49.00 or 4900), charge, PaymentIntent or "
-                              "request id, title, thread, tag")
+                              "request id, tool, title, thread, tag")
     layer = mid.selectbox("Worst layer", ["any", *[x.value for x in Layer]])
     status = right.selectbox("Status", ["any", *STATUSES])
     order = sort_col.selectbox("Sort by", list(SORTS), format_func=SORTS.__getitem__)
