@@ -147,13 +147,18 @@ def _warnings(inv: Investigation) -> None:
         return
     with st.expander(f"Warnings ({len(warnings)}): what loading and analysis skipped or "
                      "doubted"):
-        table = pd.DataFrame([{"source": w.source, "warning": w.detail} for w in warnings])
-        st.dataframe(shown_frame(table), hide_index=True, width="stretch")
-        for w in warnings[:WARNINGS_SHOWN]:  # readable without the grid too
+        for w in warnings[:WARNINGS_SHOWN]:
             st.markdown(f"- **{md_text(w.source)}**: {md_text(w.detail)}")
-        if len(warnings) > WARNINGS_SHOWN:
-            st.caption(f"… and {len(warnings) - WARNINGS_SHOWN:,} more in the table above and "
-                       "in the JSON export.")
+        if len(warnings) <= WARNINGS_SHOWN:
+            return  # every one is listed: no grid
+        st.caption(f"… and {len(warnings) - WARNINGS_SHOWN:,} more: all of them in the table "
+                   "below and in the JSON export.")
+        # drawn when asked: Streamlit's grid is 1.2 MB of script that a new browser would
+        # fetch and parse before a shared link's page settles, for a table most never open
+        if st.toggle(f"Show all {len(warnings):,} as a table",
+                     key=f"warnings_table:{inv.inv_id}"):
+            table = pd.DataFrame([{"source": w.source, "warning": w.detail} for w in warnings])
+            st.dataframe(shown_frame(table), hide_index=True, width="stretch")
 
 
 def _pick_duplicate(inv: Investigation) -> None:
