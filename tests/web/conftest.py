@@ -146,3 +146,33 @@ _SETTLED_JS = """() => {
 def settled(page: Any, timeout: float = 60_000) -> None:
     """Wait until the page has settled (`_SETTLED_JS`)."""
     page.wait_for_function(_SETTLED_JS, timeout=timeout, polling=50)
+
+
+def choose(page: Any, label: str, option: str) -> list[str]:
+    """Pick `option` in the selectbox `label`; the options the list offered, as shown.
+
+    The list opens from the keyboard (a click alone may not), and a rerun still drawing the
+    page (the incidents list refreshes itself each second while a new store's samples are
+    imported) can close it again: open it until the option shows, for at most a minute."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import expect
+
+    picker = page.get_by_role("combobox", name=label, exact=True)
+    options = page.get_by_role("option")
+    wanted = page.get_by_role("option", name=option, exact=True)
+    deadline = time.monotonic() + 60
+    while True:
+        page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
+        picker.click()
+        picker.press("ArrowDown")
+        try:
+            wanted.wait_for(timeout=5_000)
+            offered = [o.strip() for o in options.all_inner_texts()]
+            wanted.click(timeout=5_000)
+            break
+        except PlaywrightTimeout:
+            if time.monotonic() > deadline:
+                raise
+            page.keyboard.press("Escape")
+    expect(picker).to_have_value(option, timeout=30_000)  # the choice took
+    return offered

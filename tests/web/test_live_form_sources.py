@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.connectors.test_langsmith_live import LS_KEY, STRIPE_KEY, Store, traced  # noqa: F401
-from tests.web.conftest import chromium, running_app
+from tests.web.conftest import choose, chromium, running_app
 from twice.store import open_store
 from twice.web.forms import KEY_LABEL, PUBLIC_KEY_LABEL, TRACE_BACKENDS, trace_target
 
@@ -35,15 +35,8 @@ def _investigate(page: Any, url: str, customer: str, address: str, key: str, *,
         datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     page.get_by_label("Stripe restricted key (used for this request only, never saved)") \
         .fill(stripe_key)
-    picker = page.get_by_role("combobox", name="Trace backend")
-    picker.click()
-    picker.press("ArrowDown")  # the list opens from the keyboard (a click alone may not)
-    options = page.get_by_role("option")
-    options.first.wait_for(timeout=30_000)
-    assert [o.strip() for o in options.all_inner_texts()] == [
-        label for label, _, _ in TRACE_BACKENDS.values()]
-    page.get_by_role("option", name=backend).click()
-    assert picker.input_value() == backend
+    offered = choose(page, "Trace backend", backend)
+    assert offered == [label for label, _, _ in TRACE_BACKENDS.values()]
     page.get_by_role("textbox", name="Trace backend address (optional)").fill(address)
     field = page.get_by_label(KEY_LABEL)
     assert field.get_attribute("type") == "password"

@@ -5,17 +5,14 @@ investigation's page."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
-from playwright.sync_api import expect
 
 from tests.store.test_store import refunded_copy
-from tests.web.conftest import chromium, running_app
+from tests.web.conftest import choose, chromium, running_app
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,27 +59,6 @@ def _items(page: Any) -> dict[str, str]:
     return {t.split("\n")[0].strip(): " ".join(t.split()) for t in texts}
 
 
-def _choose(page: Any, label: str, option: str) -> None:
-    """Pick `option` in the selectbox `label`. The list opens from the keyboard (a click alone
-    may not), and a rerun still drawing the page can close it again: open it until the option
-    shows, for at most a minute."""
-    picker = page.get_by_role("combobox", name=label, exact=True)
-    wanted = page.get_by_role("option", name=option, exact=True)
-    deadline = time.monotonic() + 60
-    while True:
-        page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
-        picker.click()
-        picker.press("ArrowDown")
-        try:
-            wanted.click(timeout=5_000)
-            break
-        except PlaywrightTimeout:
-            if time.monotonic() > deadline:
-                raise
-            page.keyboard.press("Escape")
-    expect(picker).to_have_value(option, timeout=30_000)  # the choice took
-
-
 def test_the_list_shows_when_refunds_status_and_owner(app: tuple[str, str],
                                                       browser: Any) -> None:
     app, shown = app
@@ -97,7 +73,7 @@ def test_the_list_shows_when_refunds_status_and_owner(app: tuple[str, str],
     # newest incident first by default; oldest first on asking
     titles = list(items)
     assert titles.index("Unrefunded redelivery") < titles.index("Refunded retry"), titles
-    _choose(page, "Sort by", "Incident time, oldest first")
+    choose(page, "Sort by", "Incident time, oldest first")
     page.wait_for_function(
         "() => { const t = [...document.querySelectorAll(\"[class*='st-key-incident-'] a\")]"
         ".map(a => a.innerText.trim());"
@@ -107,14 +83,14 @@ def test_the_list_shows_when_refunds_status_and_owner(app: tuple[str, str],
     # status and owner, set on the investigation's page
     page.goto(f"{app}/?inv=refunded-retry&tab=verdict")
     page.get_by_text("Status: open · no owner").click(timeout=90_000)
-    _choose(page, "Status", "resolved")
+    choose(page, "Status", "resolved")
     page.get_by_role("textbox", name="Owner").fill("ana <b>on call</b>")
     page.get_by_role("button", name="Save status").click()
     page.get_by_text("Status: resolved · owner ana <b>on call</b>").wait_for(timeout=30_000)
     page.goto(f"{app}/")
     items = _items(page)
     assert "resolved · owner ana <b>on call</b>" in items["Refunded retry"], items
-    _choose(page, "Status", "resolved")
+    choose(page, "Status", "resolved")
     page.wait_for_function(
         "() => !document.body.innerText.includes('Unrefunded redelivery')", timeout=30_000)
     assert list(_items(page)) == ["Refunded retry"]
