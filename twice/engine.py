@@ -121,6 +121,12 @@ def _group_id(attempt_ids: Sequence[str]) -> str:
     return "g_" + hashlib.sha256("|".join(sorted(attempt_ids)).encode()).hexdigest()[:10]
 
 
+def tools_by_call(timeline: pd.DataFrame) -> pd.Series:
+    """Each tool call's tool, as the first row naming both says: tool_call_id -> tool_name."""
+    return (timeline[["tool_call_id", "tool_name"]].dropna()
+            .drop_duplicates("tool_call_id").set_index("tool_call_id")["tool_name"])
+
+
 def analyze(timeline: pd.DataFrame, warnings: Sequence[SourceWarning] = (),
             options: Options | None = None) -> Analysis:
     opts = options or Options()
@@ -132,8 +138,7 @@ def analyze(timeline: pd.DataFrame, warnings: Sequence[SourceWarning] = (),
     labels = group_attempts(attempts, aligned, opts.window_s)
     attempts["group_id"] = None
     ctx = Context.build(aligned, opts.bands)
-    tool_names = (aligned[["tool_call_id", "tool_name"]].dropna()
-                  .drop_duplicates("tool_call_id").set_index("tool_call_id")["tool_name"])
+    tool_names = tools_by_call(aligned)
 
     groups: list[Group] = []
     # Only logical calls with two or more attempts are judged. One sort and one conversion to

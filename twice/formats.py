@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
-__all__ = ["iso", "log_visibly", "minor_unit_exponent", "money", "utc", "visible"]
+__all__ = ["TOOL_SHOWN", "amount_text", "is_missing", "iso", "log_visibly",
+           "minor_unit_exponent", "money", "one_line", "utc", "visible"]
 
 # Amounts are integers in the currency's minor unit (Stripe, PayPal and Adyen agree on the unit,
 # ISO 4217's exponent). Currencies without a minor unit, as Stripe lists them: 500 JPY is 500.
@@ -58,6 +59,33 @@ def money(amounts: Mapping[str, int], empty: str = "—") -> str:
         # Decimal: exact for any int64 amount (a float would round past 2**53)
         parts.append(f"{Decimal(amount).scaleb(-places):,.{places}f} {currency.upper()}")
     return ", ".join(parts) or empty
+
+
+def is_missing(value: object) -> bool:
+    """None, NaN, pd.NA or NaT: a cell the evidence left empty."""
+    return value is None or value is pd.NA or value is pd.NaT or (
+        isinstance(value, float) and value != value)
+
+
+def amount_text(amount: object, currency: object) -> str | None:
+    """One amount in minor units as people read it ("49.00 USD"; "?" for a currency not said);
+    None when there is no amount (None, NaN, pd.NA)."""
+    if is_missing(amount):
+        return None
+    code = "" if is_missing(currency) else str(currency)
+    return money({code or "?": int(amount)})  # type: ignore[call-overload]
+
+
+# A tool's name from the evidence can be any length; a duplicate's label or title keeps it to
+# one glance.
+TOOL_SHOWN = 32
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` on one line (each run of whitespace, line breaks too, one space), at most `limit`
+    characters: a longer one is cut and ends in an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
 
 
 # C0 and C1 controls (ESC, NUL, DEL, the 8-bit CSI 0x9b: what terminals obey) and the bidi

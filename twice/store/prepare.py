@@ -18,7 +18,7 @@ from twice.connectors.provider.timeline_file import to_bytes
 from twice.engine import Analysis, Group, Options
 from twice.failure import SOURCE as FAILURE_SOURCE
 from twice.failure import analyze_or_keep
-from twice.formats import minor_unit_exponent
+from twice.formats import is_missing, minor_unit_exponent
 from twice.layers import LAYERS
 from twice.store.dialect import dumps, loads
 from twice.store.model import DuplicateRow, Summary, WarningLike, new_id, valid_id
@@ -108,15 +108,10 @@ def _search_text(tokens: Sequence[str]) -> str:
     return ("\n" + "\n".join(tokens) + "\n").lower().replace("\x00", "")
 
 
-def _missing(value: Any) -> bool:
-    return value is None or value is pd.NA or value is pd.NaT or (
-        isinstance(value, float) and value != value)
-
-
 def amount_tokens(amount: Any, currency: Any) -> list[str]:
     """How a user may write an amount: minor units ("4900"), and in the currency's unit
     ("49.00", "49" when whole)."""
-    if _missing(amount):
+    if is_missing(amount):
         return []
     minor = int(amount)
     places = minor_unit_exponent(str(currency)) if isinstance(currency, str) else 2
@@ -136,14 +131,14 @@ def amount_term(term: str) -> str | None:
 
 
 def _utc(at: Any) -> datetime | None:
-    return None if _missing(at) else pd.Timestamp(at).floor("us").to_pydatetime()
+    return None if is_missing(at) else pd.Timestamp(at).floor("us").to_pydatetime()
 
 
 def incident_range(analysis: Analysis, timeline: pd.DataFrame
                    ) -> tuple[datetime | None, datetime | None]:
     """When the incident happened: from the first to the last attempt of its duplicate groups
     (a stray record weeks away does not stretch it); the whole timeline when it has none."""
-    times = [r["at"] for g in analysis.groups for r in g.records if not _missing(r.get("at"))]
+    times = [r["at"] for g in analysis.groups for r in g.records if not is_missing(r.get("at"))]
     if not times:
         times = list(timeline["at"].dropna())
     if not times:
@@ -191,18 +186,18 @@ def duplicate_rows(analysis: Analysis, timeline: pd.DataFrame) -> list[tuple[Dup
             if group.tool_name:  # "charge_subscription" finds that tool's duplicates
                 tokens.append(str(group.tool_name))
             for r in pair:
-                tokens += [str(r[f]) for f in ATTEMPT_SEARCH_FIELDS if not _missing(r.get(f))]
+                tokens += [str(r[f]) for f in ATTEMPT_SEARCH_FIELDS if not is_missing(r.get(f))]
                 tokens += amount_tokens(r.get("amount"), r.get("currency"))
-                if not _missing(r.get("request_id")):
+                if not is_missing(r.get("request_id")):
                     tokens += objects.get(str(r["request_id"]), [])
             row = DuplicateRow(
                 dup_key=f"{group.group_id}:{d.second}", group_id=group.group_id,
                 layer=d.layer.value, gap_seconds=float(d.gap_seconds), at=_utc(second.get("at")),
                 customer=_customer(group, second),
-                amount=None if _missing(second.get("amount")) else int(second["amount"]),
-                currency=None if _missing(second.get("currency")) else str(second["currency"]),
+                amount=None if is_missing(second.get("amount")) else int(second["amount"]),
+                currency=None if is_missing(second.get("currency")) else str(second["currency"]),
                 refunded=any(str(r.get("object_id")) in refunded for r in pair
-                             if not _missing(r.get("object_id"))),
+                             if not is_missing(r.get("object_id"))),
                 tool=group.tool_name)
             out.append((row, _search_text(list(dict.fromkeys(tokens)))))
     return out

@@ -48,7 +48,7 @@ import pandas as pd
 from twice.connectors import manifest, registry
 from twice.connectors.base import SourceError, redact
 from twice.engine import Group, Options, analyze
-from twice.formats import money, utc
+from twice.formats import TOOL_SHOWN, amount_text, one_line, utc
 from twice.layers import Bands
 from twice.store import Prepared, Store, prepare
 from twice.store.sweeps import (
@@ -190,11 +190,6 @@ def _sweep_group(group: Group, chunk: int, inv_id: str) -> SweepGroup:
         tool_name=group.tool_name, thread_id=group.thread_id, attempts=len(group.records))
 
 
-# A tool's name from evidence can be any length; a title keeps it to one glance (as the web
-# app's labels do, twice.web.text.TOOL_SHOWN).
-TITLE_TOOL = 32
-
-
 def investigation_title(group: Group, found: SweepGroup) -> str:
     """The title of a group's investigation: the duplicate its worst layer names, in words
     (issue 20: customer · amount · tool · layer · gap), then when it started. A part the
@@ -203,11 +198,10 @@ def investigation_title(group: Group, found: SweepGroup) -> str:
     named = next((d for d in group.duplicates if d.layer == group.worst_layer), None)
     second = next((r for r in group.records
                    if named is not None and str(r["attempt_id"]) == named.second), {})
-    tool = " ".join(str(group.tool_name or "").split())  # one line
     parts = [
         found.customer or "",
         _amount_words(second),
-        tool if len(tool) <= TITLE_TOOL else tool[:TITLE_TOOL - 1].rstrip() + "…",
+        one_line(str(group.tool_name or ""), TOOL_SHOWN),
         found.layer or "",
         f"gap {fmt_gap(named.gap_seconds)}" if named is not None else "",
         f"{found.first_at:%Y-%m-%d %H:%M} UTC",
@@ -216,10 +210,11 @@ def investigation_title(group: Group, found: SweepGroup) -> str:
 
 
 def _amount_words(record: Mapping[str, Any]) -> str:
-    amount, currency = record.get("amount"), record.get("currency")
-    if amount is None or pd.isna(amount) or not isinstance(currency, str) or not currency:
+    """The amount with its currency; "" when either is not said."""
+    currency = record.get("currency")
+    if not isinstance(currency, str) or not currency:
         return ""
-    return money({currency: int(amount)})
+    return amount_text(record.get("amount"), currency) or ""
 
 
 def _bearing_times(timeline: pd.DataFrame, at_ns: np.ndarray) -> np.ndarray:

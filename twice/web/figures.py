@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from twice.engine import Analysis, Group
-from twice.formats import INVISIBLE, iso, money, utc, visible
+from twice.formats import INVISIBLE, amount_text, iso, utc, visible
 from twice.layers import LAYERS, Band, Bands, Layer, usual_suspects
 from twice.store.links import DuplicateKey
 from twice.timeline import Kind
@@ -143,19 +143,12 @@ def duplicates_frame(analysis: Analysis) -> pd.DataFrame:
                 "protected": bool(d.protected), "tool_name": g.tool_name,
                 "thread_id": g.thread_id, "at": at.get(d.second, pd.NaT),
                 "customer": _text(second.get("subject")),
-                "amount": _amount(second.get("amount"), second.get("currency")),
+                "amount": amount_text(second.get("amount"), second.get("currency")),
             })
     frame = pd.DataFrame(rows, columns=DUPLICATE_COLUMNS)
     if frame.empty:
         return frame.astype({"gap_seconds": float, "confidence": float, "protected": bool})
     return frame
-
-
-def _amount(amount: object, currency: object) -> str | None:
-    """An attempt's amount as people read it ("49.00 USD"); None when it has none."""
-    if _text(amount) is None:
-        return None
-    return money({str(currency) if _text(currency) else "?": int(amount)})  # type: ignore[call-overload]
 
 
 def _band_edges(bands: Bands, max_gap: float) -> list[tuple[Band, float, float]]:

@@ -6,7 +6,7 @@ import re
 
 import pandas as pd
 
-from twice.formats import money, visible
+from twice.formats import TOOL_SHOWN, amount_text, one_line, visible
 from twice.store import DuplicateRow
 from twice.verdict import fmt_gap
 
@@ -32,25 +32,20 @@ def md_text(text: str) -> str:
     return _AUTOLINKED.sub(_JOINER, escaped)
 
 
-# A tool's name from evidence can be any length; a duplicate's label keeps it to one glance.
-TOOL_SHOWN = 32
-
-
 def tool_words(name: object) -> str:
     """A tool call's name as a duplicate's label shows it: visible characters, one line, at most
     `TOOL_SHOWN` characters (longer ones end in an ellipsis); "" when the evidence names none
     (provider-only evidence), so the label leaves the part out rather than saying "unknown"."""
     if name is None or (isinstance(name, float) and pd.isna(name)) or name is pd.NA:
         return ""
-    flat = " ".join(visible(str(name)).split())
-    return flat if len(flat) <= TOOL_SHOWN else flat[:TOOL_SHOWN - 1].rstrip() + "…"
+    return one_line(visible(str(name)), TOOL_SHOWN)
 
 
 def duplicate_words(d: DuplicateRow, *, layer: bool = True) -> str:
     """A saved duplicate named in words, as markdown: customer · amount · tool · layer (bold) ·
     gap (issue 20), never by its key. A tool the evidence names none of (or that was saved
     before twice kept it) is left out; `layer=False` where a heading says it already."""
-    amount = money({d.currency or "?": d.amount}) if d.amount is not None else "no amount"
+    amount = amount_text(d.amount, d.currency) or "no amount"
     parts = [md_text(d.customer or "no customer"), md_text(amount)]
     if tool := tool_words(d.tool):
         parts.append(md_text(tool))

@@ -10,8 +10,8 @@ import streamlit as st
 
 from twice.clocks import THIN_LABEL, THIN_WHY, ClockOffset
 from twice.controls import MAX_PAIRS, Dismissed, dismissed_pairs
-from twice.engine import Analysis
-from twice.formats import money, visible
+from twice.engine import Analysis, tools_by_call
+from twice.formats import amount_text, visible
 from twice.layers import LAYERS
 from twice.store import effective_overrides
 from twice.verdict import fmt_gap
@@ -153,11 +153,10 @@ def _not_duplicates(inv: Investigation) -> None:
 def attempt_tools(analysis: Analysis, attempt_ids: Iterable[str]) -> dict[str, str]:
     """The tool each of these attempts' calls ran, as the evidence names it (the engine's
     lookup, `Group.tool_name`); an attempt whose evidence names none is left out."""
-    timeline, attempts = analysis.timeline, analysis.attempts
+    attempts = analysis.attempts
     if attempts.empty:
         return {}
-    names = (timeline[["tool_call_id", "tool_name"]].dropna()
-             .drop_duplicates("tool_call_id").set_index("tool_call_id")["tool_name"])
+    names = tools_by_call(analysis.timeline)
     wanted = attempts[attempts["attempt_id"].astype(str).isin(set(attempt_ids))
                       & attempts["tool_call_id"].notna()]
     return {str(a): str(names[c]) for a, c in zip(wanted["attempt_id"], wanted["tool_call_id"],
@@ -173,7 +172,7 @@ def dismissed_words(d: Dismissed, tools: Mapping[str, str]) -> str:
     """A dismissed look-alike pair named in words, as markdown (issue 20: customer · amount ·
     tool · gap; a pair has no layer), never by its attempts' ids; a tool the evidence does not
     name is left out."""
-    amount = money({d.currency or "?": d.amount}) if d.amount is not None else "no amount"
+    amount = amount_text(d.amount, d.currency) or "no amount"
     parts = [md_text(d.customer or "no customer"), md_text(amount)]
     if named := pair_tools(d, tools):
         parts.append(" / ".join(md_text(t) for t in named))
