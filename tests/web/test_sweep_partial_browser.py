@@ -62,7 +62,8 @@ def test_the_sweeps_page_shows_a_partial_sweep(
         assert TRACE_PASSWORD not in page.content()
 
         page.goto(f"{app}/?sweep={complete['id']}")
-        page.get_by_text("Duplicate groups").wait_for(timeout=60_000)
+        # the heading (the caption's "N duplicate groups" matches the words too)
+        page.get_by_text("Duplicate groups", exact=True).wait_for(timeout=60_000)
         page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
         assert "Partial:" not in page.locator("body").inner_text()
         page.close()
