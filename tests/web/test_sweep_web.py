@@ -14,8 +14,10 @@ from streamlit.testing.v1 import AppTest
 from tests.web.conftest import run_app
 from twice.lab.month import month
 from twice.store import open_store
-from twice.store.sweeps import SweepGroup, sweep_groups
+from twice.store.sweeps import SweepGroup, get_sweep, sweep_groups
+from twice.sweep.report import totals
 from twice.sweep.run import run_sweep
+from twice.web.views.sweeps import sweep_caption
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +92,14 @@ def test_the_sidebar_opens_the_sweeps_page(store_env: tuple[str, list[SweepGroup
     assert not at.exception
     assert at.title[0].value == "Sweeps"
     assert at.query_params["sweep"] == "all"
+
+
+def test_a_sweep_caption_counts_its_groups_in_words(
+        small_sweep: tuple[Path, str, list[SweepGroup]]) -> None:
+    store_path, sweep_id, groups = small_sweep
+    record = get_sweep(open_store(str(store_path)), sweep_id)
+    assert record is not None
+    one = sweep_caption(record, {"groups": 1, "money_at_risk": {}})
+    assert "· 1 duplicate group ·" in one and "1 duplicate groups" not in one
+    many = sweep_caption(record, totals(groups))
+    assert f"· {len(groups):,} duplicate groups ·" in many and "finished" in many

@@ -22,7 +22,7 @@ from twice.store.sweeps import SweepGroup, SweepRecord, get_sweep, list_sweeps, 
 from twice.sweep.report import partial, totals
 from twice.web.cache import get_store
 from twice.web.problems import store_problem
-from twice.web.text import md_text, shown_frame
+from twice.web.text import md_text, plural, shown_frame
 
 
 def sweep_link(sweep_id: str) -> str:
@@ -74,6 +74,15 @@ def _all(store: Store) -> None:
         "open": st.column_config.LinkColumn("open", display_text="open")})
 
 
+def sweep_caption(record: SweepRecord, t: dict) -> str:
+    """The line under a sweep's title: its window, chunks, state, groups and money at risk."""
+    state = "finished" if record.finished else "unfinished: resume with `twice sweep --resume`"
+    return (f"{record.params['since']} .. {record.params['until']} · "
+            f"{record.chunks_done}/{record.chunks_total} chunks · {state} · "
+            f"{plural(t['groups'], 'duplicate group')} · "
+            f"money at risk {money(t['money_at_risk'])}")
+
+
 def _one(store: Store, sweep_id: str) -> None:
     record = get_sweep(store, sweep_id)
     if record is None:
@@ -83,10 +92,7 @@ def _one(store: Store, sweep_id: str) -> None:
     groups = sweep_groups(store, sweep_id)
     t = totals(groups)
     st.title(f"Sweep {record.id}")
-    state = "finished" if record.finished else "unfinished: resume with `twice sweep --resume`"
-    st.caption(f"{record.params['since']} .. {record.params['until']} · "
-               f"{record.chunks_done}/{record.chunks_total} chunks · {state} · "
-               f"{t['groups']} duplicate groups · money at risk {money(t['money_at_risk'])}")
+    st.caption(sweep_caption(record, t))
     if partial(record):
         errors = [str(e) for e in record.params.get("errors", [])]
         st.warning("Partial: a swept folder says some of its sources failed (its "
