@@ -599,3 +599,61 @@ def test_a_large_timeline_opens_near_the_call_and_zooming_out_draws_the_rest(
         t0, t1 = _window(page.url)
         assert (t1 - t0).total_seconds() * 1000 > (view[1] - view[0]) * 4
         page.close()
+
+
+def test_an_evidence_line_opens_the_records_it_names(busy_app: tuple[str, Any],
+                                                     browser: Any) -> None:
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv=sample-step-retry&tab=verdict")
+    line = page.locator("li").filter(has_text="both executions belong to one trace").first
+    line.wait_for(timeout=90_000)
+    trace = line.inner_text().split("(")[1].split(")")[0]
+    settled(page)
+    # the popover drawn right after that line: its button names how many records it holds
+    buttons = page.locator("[data-testid='stPopover'] button")
+    index = page.evaluate("""trace => {
+        const items = [...document.querySelectorAll('li')];
+        const li = items.find(e => e.innerText.includes(trace));
+        const pops = [...document.querySelectorAll("[data-testid='stPopover'] button")];
+        return pops.findIndex(b => li.compareDocumentPosition(b)
+                              & Node.DOCUMENT_POSITION_FOLLOWING);
+    }""", trace)
+    assert index >= 0
+    assert "records" in buttons.nth(index).inner_text()
+    buttons.nth(index).click()
+    body = page.locator("[data-testid='stPopoverBody']:visible")
+    codes = body.locator("[data-testid='stCode']")
+    codes.first.wait_for(timeout=30_000)
+    texts = [codes.nth(i).inner_text() for i in range(codes.count())]
+    assert len(texts) >= 2 and all(f'"trace_id": "{trace}"' in t for t in texts), texts
+    assert all('"origin"' in t for t in texts)
+    page.close()
+
+
+def test_a_point_clicked_on_the_timeline_shows_its_record(busy_app: tuple[str, Any],
+                                                          browser: Any) -> None:
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv=sample-step-retry&tab=timeline")
+    page.wait_for_function("() => { const gd = document.querySelector('.js-plotly-plot');"
+                           " return gd && gd._fullLayout && gd._fullLayout.xaxis; }",
+                           timeout=90_000)
+    settled(page)
+    # a tool span's mark, where the page draws it (plotly hears the click on its drag layer)
+    where = page.evaluate("""() => {
+        const gd = document.querySelector('.js-plotly-plot');
+        const t = gd._fullData.findIndex(d => d.name === 'tool spans');
+        const plot = gd.querySelector('.nsewdrag').getBoundingClientRect();
+        const r = [...gd.querySelectorAll('.scatterlayer .trace')[t].querySelectorAll('.point')]
+            .map(p => p.getBoundingClientRect())
+            .find(r => r.x > plot.x && r.x + r.width < plot.x + plot.width);
+        return {x: r.x + r.width / 2, y: r.y + r.height / 2};
+    }""")
+    page.mouse.move(where["x"], where["y"])  # plotly picks the point under a hover
+    page.mouse.click(where["x"], where["y"])
+    page.get_by_text("Clicked record", exact=True).wait_for(timeout=30_000)
+    code = page.locator("[data-testid='stCode']").filter(has_text='"kind": "tool_span"').first
+    code.wait_for(timeout=30_000)
+    assert "sample_data/step_retry/" in code.inner_text()
+    page.close()

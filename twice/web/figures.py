@@ -540,10 +540,14 @@ def call_records(analysis: Analysis, group: Group) -> pd.DataFrame:
     `label`: lane · time · where its source wrote it (file and line)."""
     tl = analysis.timeline
     rows = tl[attempt_rows(tl, group.attempts)].sort_values("at", kind="stable")
+    return rows.assign(label=record_labels(rows))
+
+
+def record_labels(rows: pd.DataFrame) -> pd.Series:
+    """Each timeline row named for a picker: lane · time · where its source wrote it."""
     lane = rows["kind"].map(LANES).fillna(rows["kind"]).astype(str)
-    when = rows["at"].map(lambda t: iso(t, "milliseconds"))
-    return rows.assign(label=lane + " · " + when + " · " + rows["origin"].fillna(
-        rows["source"]).astype(str))
+    when = rows["at"].map(lambda t: iso(t, "milliseconds")).astype(str)
+    return lane + " · " + when + " · " + rows["origin"].fillna(rows["source"]).astype(str)
 
 
 def record_text(row: pd.Series) -> str:

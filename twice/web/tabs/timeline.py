@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -10,9 +12,10 @@ import streamlit as st
 
 from twice.clocks import THIN_LABEL, THIN_WHY
 from twice.engine import Analysis
-from twice.formats import utc
+from twice.formats import utc, visible
 from twice.web.figures import SVG_MAX_POINTS, timeline_figure, waterfall_figure
 from twice.web.nav import go, show
+from twice.web.records import RECORDS_PER_LINE, point_records, show_record
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text
 
@@ -36,6 +39,11 @@ export default function(component) {
         const range = lo !== undefined && hi !== undefined ? [lo, hi] : ev['xaxis.range'];
         if (Array.isArray(range) && range.length === 2)
           setTriggerValue('range', String(range[0]) + '|' + String(range[1]));
+      });
+      // a click on a point: its customdata (a timeline row, or an attempt's id)
+      el.on('plotly_click', ev => {
+        const data = (ev.points || []).map(p => p.customdata).filter(d => d !== undefined);
+        if (data.length) setTriggerValue('click', JSON.stringify(data));
       });
     }
     setTimeout(listen, 100);  // the chart is drawn again on every run: listen on the new one
@@ -64,7 +72,11 @@ def render(inv: Investigation) -> None:
     picked = boxed_window(dict(event or {}).get("selection") or {})  # type: ignore[call-overload]
     if picked is not None and picked != window:
         go(dataclasses.replace(state, t0=picked[0], t1=picked[1]))
-    moved = _range_listener(key="timeline_range", on_range_change=lambda: None)
+    moved = _range_listener(key="timeline_range", on_range_change=lambda: None,
+                            on_click_change=lambda: None)
+    clicked = f"clicked:{inv.inv_id}:{inv.key}"  # the last click's points, kept for this call
+    if isinstance(getattr(moved, "click", None), str):
+        st.session_state[clicked] = clicked_points(moved.click)
     panned = panned_window(getattr(moved, "range", None))
     if panned is not None and panned != window:
         go(dataclasses.replace(state, t0=panned[0], t1=panned[1]))
@@ -75,13 +87,38 @@ def render(inv: Investigation) -> None:
     near = window is None and rows > SVG_MAX_POINTS
     st.caption(f"{rows:,} rows{'; opened on the rows near the call' if near else ''}; past "
                f"{TIMELINE_POINTS:,} points the lanes that do not fit are drawn as counts per "
-               "time bucket (attempts are always points). Draw a box over a stretch of time to "
+               "time bucket (attempts are always points). Click a point to see its record. "
+               "Draw a box over a stretch of time to "
                "zoom to it, pan or zoom out (the chart's toolbar) or type a time range: the "
                "window goes in the link (t0/t1), and every row in it is drawn.")
     for o in inv.analysis.offsets:
         st.caption(f"Clock: {md_text(o.describe())}."
                    + (f" :orange-badge[{THIN_LABEL}] {md_text(THIN_WHY)}" if o.thin else ""))
+    _clicked(inv, st.session_state.get(clicked, []))
     _waterfall(inv, aligned=not raw)
+
+
+def clicked_points(value: str) -> list[int | str]:
+    """The customdata of the points a click sent (JSON from the page: hostile until read)."""
+    try:
+        data = json.loads(value)
+    except ValueError:
+        return []
+    if not isinstance(data, list):
+        return []
+    return [d for d in data if isinstance(d, int | str) and not isinstance(d, bool)
+            ][:RECORDS_PER_LINE]
+
+
+def _clicked(inv: Investigation, points: Sequence[object]) -> None:
+    """The records of the points clicked on the timeline, as their sources wrote them."""
+    rows = point_records(inv.analysis, inv.group, points)
+    if rows.empty:
+        return
+    st.subheader("Clicked record", anchor="clicked-record")
+    for _, row in rows.head(RECORDS_PER_LINE).iterrows():
+        st.markdown(f"**{md_text(visible(str(row['label'])))}**")
+        show_record(inv.analysis, row)
 
 
 def _waterfall(inv: Investigation, aligned: bool) -> None:

@@ -20,9 +20,9 @@ from twice.web.figures import (
     call_records,
     comparison_html,
     disagreements,
-    record_text,
 )
-from twice.web.links_out import LinkOut, links_out, livemodes, record_ids, trace_template
+from twice.web.links_out import links_out, livemodes, trace_template
+from twice.web.records import evidence_lines, show_links, show_record
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text, shown_frame, tool_words
 
@@ -60,8 +60,7 @@ def render(inv: Investigation) -> None:
         st.info(f"Investigator {md_text(override.author)} {verb}: "
                 f"{md_text(override.reason)}")
     st.subheader("Evidence")
-    for item in dup.evidence:
-        st.markdown(f"- {md_text(item)}")
+    evidence_lines(inv.analysis, group, dup)
     st.caption(md_text(f"Attempts: {dup.first} then {dup.second} in group {group.group_id} "
                        f"(thread {group.thread_id}, tool {group.tool_name})."))
     if group.findings:
@@ -95,14 +94,7 @@ def _raw_records(inv: Investigation) -> None:
     labels = dict(zip(records.index, records["label"], strict=True))
     picked = st.selectbox("Record", list(labels), format_func=lambda i: visible(labels[i]),
                           key=f"raw_record:{inv.inv_id}:{inv.key}")
-    row = records.loc[picked]
-    origin = row["origin"] if isinstance(row["origin"], str) else row["source"]
-    st.caption(f"From {md_text(str(origin))} "
-               f"({md_text(str(row['source']))}); the copy button is at the block's corner.")
-    st.code(record_text(row), language="json")
-    ids, traces = record_ids(row.to_dict())
-    _show_links(links_out(ids, traces, template=trace_template(),
-                          modes=livemodes(inv.analysis.timeline, ids)))
+    show_record(inv.analysis, records.loc[picked])
 
 
 def _attempt_links(inv: Investigation) -> None:
@@ -118,13 +110,8 @@ def _attempt_links(inv: Investigation) -> None:
         ids += [record.get("object_id"), record.get("request_id")]
     records = call_records(inv.analysis, group)
     traces = list(dict.fromkeys(records["trace_id"].dropna())) if len(records) else []
-    _show_links(links_out(ids, traces, template=trace_template(),
-                          modes=livemodes(inv.analysis.timeline, ids)))
-
-
-def _show_links(links: list[LinkOut]) -> None:
-    if links:  # checked ids in fixed URLs (twice.web.links_out); labels escaped all the same
-        st.markdown("Open: " + " · ".join(f"[{md_text(x.label)}]({x.url})" for x in links))
+    show_links(links_out(ids, traces, template=trace_template(),
+                         modes=livemodes(inv.analysis.timeline, ids)))
 
 
 def _not_duplicates(inv: Investigation) -> None:
