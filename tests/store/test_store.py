@@ -492,6 +492,25 @@ def test_search_lands_on_the_duplicate_asked_about(backend: Backend, busy_day: I
     assert backend.store.search_duplicates("cus_ZBAwnAjde5AD75") == []
 
 
+def test_a_customers_duplicates_across_investigations(backend: Backend,
+                                                      busy_day: Incident) -> None:
+    busy = save(backend.store, "busy day", busy_day)
+    step = _load("step_retry")
+    alone = save(backend.store, "step retry alone", Incident(step, analyze(step)))
+    customer = "cus_WrcAXdGAH5bSQW"
+    hits = backend.store.customer_duplicates(customer)
+    assert {h.investigation.id for h in hits} == {busy, alone}
+    assert all(h.duplicate.customer == customer for h in hits)
+    assert len(hits) == len(backend.store.search_duplicates(customer))
+    times = [h.duplicate.at for h in hits]
+    assert times == sorted(times, reverse=True)  # newest payment first
+    # the id exactly: a part of it, another case or an injection finds nothing
+    for other in ("cus_WrcAXd", customer.lower(), "' OR 1=1 --", ""):
+        assert backend.store.customer_duplicates(other) == []
+    backend.store.delete(alone)
+    assert {h.investigation.id for h in backend.store.customer_duplicates(customer)} == {busy}
+
+
 def refunded_copy(sample: str, folder: Path) -> Path:
     """A copy of a bundled sample in which the provider refunded its duplicate: the
     `charge.refunded` Event Stripe sends for the second attempt's charge, an hour later, as a

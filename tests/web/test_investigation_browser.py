@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -656,4 +657,25 @@ def test_a_point_clicked_on_the_timeline_shows_its_record(busy_app: tuple[str, A
     code = page.locator("[data-testid='stCode']").filter(has_text='"kind": "tool_span"').first
     code.wait_for(timeout=30_000)
     assert "sample_data/step_retry/" in code.inner_text()
+    page.close()
+
+
+def test_a_customer_with_several_duplicates_has_a_page_of_them(busy_app: tuple[str, Any],
+                                                                browser: Any) -> None:
+    """The step retry's customer was charged twice in the busy day and in the changed-amount
+    upload: the search links their page, and each duplicate there opens its own verdict."""
+    url, _ = busy_app
+    customer = "cus_WrcAXdGAH5bSQW"
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    _search(page, url, customer)
+    page.get_by_role("link", name=re.compile(r"all \d+ duplicates on one page")).click()
+    page.get_by_role("heading", name=f"Customer {customer}").wait_for(timeout=60_000)
+    settled(page)
+    listed = page.locator("a[href*='dup=']")
+    hrefs = [unquote(str(h)) for h in listed.evaluate_all(
+        "els => els.map(e => e.getAttribute('href'))")]
+    assert len(hrefs) >= 2 and any(f"inv={BUSY_DAY}&" in h for h in hrefs), hrefs
+    listed.first.click()
+    heading, _ = _verdict(page)
+    assert heading.startswith("step_retry:"), heading
     page.close()

@@ -139,14 +139,22 @@ class Store(ABC):
                           else "%\n" + like_pattern(amount)[1:-1] + "\n%")
         if not where:
             return []
+        return self._hits(" AND ".join(where), params, "investigations.created_at DESC, "
+                          "investigations.seq DESC, d.at DESC, d.dup_key", limit)
+
+    def customer_duplicates(self, customer: str, limit: int = 500) -> list[DuplicateHit]:
+        """Every saved duplicate that charged this customer (the id exactly), newest first."""
+        return self._hits("d.customer = ?", [customer],
+                          "d.at DESC, investigations.created_at DESC, d.dup_key", limit)
+
+    def _hits(self, where: str, params: Sequence[Any], order: str, limit: int
+              ) -> list[DuplicateHit]:
         with self.transaction() as tx:
             rows = tx.execute(
                 f"SELECT {SUMMARY_COLUMNS}, d.dup_key, d.group_id, d.layer, d.gap_seconds, "
                 "d.at, d.customer, d.amount, d.currency, d.refunded, d.tool_name FROM duplicates d "
                 "JOIN investigations ON investigations.id = d.investigation_id "
-                f"WHERE {' AND '.join(where)} "
-                "ORDER BY investigations.created_at DESC, investigations.seq DESC, d.at DESC, "
-                "d.dup_key LIMIT ?", [*params, int(limit)])
+                f"WHERE {where} ORDER BY {order} LIMIT ?", [*params, int(limit)])
         return [DuplicateHit(summary_from_row(r), duplicate_from_row(r)) for r in rows]
 
     def duplicates(self, inv_id: str) -> list[DuplicateRow]:

@@ -16,15 +16,16 @@ from streamlit.navigation.page import StreamlitPage
 
 from twice.store.links import ViewState, from_query, to_query
 
-INCIDENTS, INVESTIGATION, SWEEPS, DRILLS = "incidents", "investigation", "sweeps", "drills"
+INCIDENTS, INVESTIGATION, SWEEPS, DRILLS, CUSTOMER = (
+    "incidents", "investigation", "sweeps", "drills", "customer")
 
 
 def renderers() -> dict[str, Callable[[], None]]:
     """Each page's `render`, by name."""
-    from twice.web.views import drills, incidents, investigation, sweeps
+    from twice.web.views import customer, drills, incidents, investigation, sweeps
 
     return {INCIDENTS: incidents.render, INVESTIGATION: investigation.render,
-            SWEEPS: sweeps.render, DRILLS: drills.render}
+            SWEEPS: sweeps.render, DRILLS: drills.render, CUSTOMER: customer.render}
 
 
 def pages() -> dict[str, StreamlitPage]:
@@ -37,6 +38,8 @@ def pages() -> dict[str, StreamlitPage]:
                                url_path=INVESTIGATION, visibility="hidden"),
         SWEEPS: st.Page(render[SWEEPS], title="Sweeps", url_path=SWEEPS),
         DRILLS: st.Page(render[DRILLS], title="Drills", url_path=DRILLS),
+        CUSTOMER: st.Page(render[CUSTOMER], title="Customer", url_path=CUSTOMER,
+                          visibility="hidden"),
     }
 
 
@@ -45,12 +48,15 @@ def name_of(page: StreamlitPage) -> str:
 
 
 def view_for(query: Mapping[str, str], current: str) -> str:
-    """The page a query string asks for (`?sweep`, then `?drill`, then `?inv`), else the one
-    the path named; an investigation page without an investigation is the incidents list."""
+    """The page a query string asks for (`?sweep`, then `?drill`, then `?customer`, then
+    `?inv`), else the one the path named; an investigation page without an investigation is
+    the incidents list."""
     if "sweep" in query:
         return SWEEPS
     if "drill" in query:
         return DRILLS
+    if "customer" in query:
+        return CUSTOMER
     if from_query(query).inv is not None:
         return INVESTIGATION
     return INCIDENTS if current == INVESTIGATION else current

@@ -10,11 +10,11 @@ import streamlit as st
 
 from twice.clocks import THIN_LABEL, THIN_WHY, ClockOffset
 from twice.controls import MAX_PAIRS, Dismissed, dismissed_pairs
-from twice.engine import Analysis, tools_by_call
+from twice.engine import Analysis, Group, tools_by_call
 from twice.formats import amount_text, visible
 from twice.layers import LAYERS
 from twice.store import effective_overrides
-from twice.verdict import fmt_gap
+from twice.verdict import Duplicate, fmt_gap
 from twice.web.figures import (
     attempt_comparison,
     call_records,
@@ -22,6 +22,7 @@ from twice.web.figures import (
     disagreements,
 )
 from twice.web.links_out import links_out, livemodes, trace_template
+from twice.web.nav import CUSTOMER, pages
 from twice.web.records import evidence_lines, show_links, show_record
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text, shown_frame, tool_words
@@ -63,6 +64,7 @@ def render(inv: Investigation) -> None:
     evidence_lines(inv.analysis, group, dup)
     st.caption(md_text(f"Attempts: {dup.first} then {dup.second} in group {group.group_id} "
                        f"(thread {group.thread_id}, tool {group.tool_name})."))
+    _customer_link(group, dup)
     if group.findings:
         st.subheader("Findings")
         for f in group.findings:
@@ -81,6 +83,15 @@ def render(inv: Investigation) -> None:
         st.subheader("Clocks")
         for offset in inv.analysis.offsets:
             st.markdown(clock_markdown(offset))
+
+
+def _customer_link(group: Group, dup: Duplicate) -> None:
+    """The customer this duplicate charged: a link to every duplicate of theirs."""
+    second = next((r for r in group.records if str(r["attempt_id"]) == dup.second), {})
+    customer = second.get("subject")
+    if isinstance(customer, str) and customer.strip():
+        st.page_link(pages()[CUSTOMER], query_params={"customer": customer.strip()}, help="",
+                     label=f"Every saved duplicate of {md_text(customer.strip())}")
 
 
 def _raw_records(inv: Investigation) -> None:

@@ -19,7 +19,7 @@ from twice.store import DuplicateHit, Store, Summary
 from twice.store.links import ViewState, link, to_query
 from twice.store.model import STATUSES
 from twice.web.cache import get_store, sample_import
-from twice.web.nav import INVESTIGATION, pages
+from twice.web.nav import CUSTOMER, INVESTIGATION, pages
 from twice.web.text import duplicate_words, md_text, plural, shown_frame
 
 
@@ -156,6 +156,18 @@ def _duplicates(store: Store, search: str, layer: str | None) -> list[DuplicateH
         return hits
     st.caption(f"{plural(len(hits), 'duplicate')} hold{'s' * (len(hits) == 1)} every word of "
                "the search.")
+    customer = search.strip()
+    several = sum(h.duplicate.customer == customer for h in hits)
+    if several > 1:  # the search named one customer with several duplicates: their page
+        st.page_link(pages()[CUSTOMER], query_params={"customer": customer}, help="",
+                     label=f"**{md_text(customer)}**: all {several} duplicates on one page")
+    duplicate_list(hits)
+    return hits
+
+
+def duplicate_list(hits: list[DuplicateHit]) -> None:
+    """Each duplicate a link to its verdict, named in words, with when, its refund and the
+    investigation it is in."""
     page = pages()[INVESTIGATION]
     for i, h in enumerate(hits):
         d = h.duplicate
@@ -165,4 +177,3 @@ def _duplicates(store: Store, search: str, layer: str | None) -> list[DuplicateH
             st.page_link(page, help="", query_params=to_query(duplicate_view(h)),
                          label=f":blue[{duplicate_words(d)}]")
             st.caption(f"{when}{refund} · in {md_text(h.investigation.title)}")
-    return hits
