@@ -38,7 +38,8 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     rows = registry.load_all([(n, p, {}) for n, p in found]).rows
     open_store(str(path)).create(TITLE, rows, id=INV)
     open_store(str(path)).create("Checkout double charge, reported again", rows, id=FIRST_OPEN)
-    with running_app({"TWICE_STORE": str(path)}) as url:
+    # nothing analysed ahead: one test here opens an investigation the server has not analysed
+    with running_app({"TWICE_STORE": str(path), "TWICE_WARM_UP": "0"}) as url:
         yield url
 
 

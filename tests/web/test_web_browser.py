@@ -8,6 +8,7 @@ Screenshots go to test-artifacts/ (and to docs/screenshots/ with TWICE_SCREENSHO
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -127,6 +128,11 @@ def test_timeline_and_incidents_views_render(app_url: str, browser: object) -> N
     page.get_by_text("Incidents").first.wait_for(timeout=60_000)
     page.get_by_role("link", name="Sample: step retry").first.wait_for(timeout=30_000)
     _shot(page, "incidents")
+    page.goto(f"{app_url}/?customer=cus_WrcAXdGAH5bSQW")
+    page.get_by_role("heading", name="Customer cus_WrcAXdGAH5bSQW").wait_for(timeout=60_000)
+    page.get_by_role("link", name=re.compile("cus_WrcAXdGAH5bSQW · 9.00 USD")).first.wait_for(
+        timeout=30_000)
+    _shot(page, "customer")
     page.goto(f"{app_url}/?inv=does-not-exist")
     page.get_by_text("was not found").first.wait_for(timeout=60_000)
     page.close()

@@ -3,18 +3,25 @@ it once, in the background) and each investigation's analysis."""
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 import pandas as pd
 import streamlit as st
 
 from twice.engine import Analysis, Options
 from twice.failure import AnalysisFailure, analyze_or_keep
-from twice.store import InvestigationNotFound, Snapshot, Store, open_store
+from twice.store import InvestigationNotFound, Snapshot, Store, StoreError, open_store
 from twice.timeline import SourceWarning
-from twice.web.samples import SampleImport
+from twice.web.samples import SampleImport, sample_id
+
+WARM_UP = 4  # the newest saved investigations analysed when the server starts (`warm_up`)
+WARM_UP_ENV = "TWICE_WARM_UP"  # how many, if the server sets it (0: none)
+_LOG = logging.getLogger("twice.web.cache")
 
 
 @st.cache_resource
@@ -22,7 +29,9 @@ def get_store() -> Store:
     """The store, opened once per process; the bundled samples it lacks are imported in the
     background (`sample_import`), so no page waits for them."""
     store = open_store()
-    _sample_import(store)
+    importing = _sample_import(store)
+    threading.Thread(target=warm_up, args=(store, _analyses(), importing), daemon=True,
+                     name="twice-warm-up").start()
     return store
 
 
@@ -86,13 +95,41 @@ def get_analysis(inv_id: str, store: Store) -> Analysed:
     that fails gives the timeline without groups and the failure (`twice.failure`): the page
     says it and keeps what loaded."""
 
-    def make() -> Analysed:
-        snapshot = store.get(inv_id)
-        if snapshot is None:  # deleted since the caller looked (nothing is kept)
-            raise InvestigationNotFound(f"investigation {inv_id!r} not found")
-        return analysis_of(snapshot)
+    return _analyses().get(inv_id, lambda: _read_and_analyse(store, inv_id))
 
-    return _analyses().get(inv_id, make)
+
+def _read_and_analyse(store: Store, inv_id: str) -> Analysed:
+    snapshot = store.get(inv_id)
+    if snapshot is None:  # deleted since the caller looked (nothing is kept)
+        raise InvestigationNotFound(f"investigation {inv_id!r} not found")
+    return analysis_of(snapshot)
+
+
+def warm_up_count(environ: Mapping[str, str] | None = None) -> int:
+    """`TWICE_WARM_UP` (a whole number, 0 to 32), else WARM_UP."""
+    value = (os.environ if environ is None else environ).get(WARM_UP_ENV, "").strip()
+    return min(int(value), 32) if value.isdigit() else WARM_UP
+
+
+def warm_up(store: Store, analyses: Analyses, importing: SampleImport) -> None:
+    """Once the bundled samples are in, the newest saved investigations are analysed in the
+    background (`warm_up_count` of them), so the first link to one of them after the server started
+    opens as fast as a second visit. A page asking for one while it is analysed waits for
+    that analysis (`Analyses.get`), not for a second one."""
+    importing.wait()
+    samples = {sample_id(f) for f in importing.folders}
+    count = warm_up_count()
+    if not count:
+        return
+    try:
+        newest = [s.id for s in store.list(order="saved") if s.id not in samples][:count]
+        for inv_id in newest:
+            try:
+                analyses.get(inv_id, partial(_read_and_analyse, store, inv_id))
+            except InvestigationNotFound:  # deleted meanwhile
+                continue
+    except StoreError:  # the pages say what is wrong with the store when they read it
+        _LOG.exception("the newest investigations could not be analysed ahead")
 
 
 def is_analysed(inv_id: str) -> bool:

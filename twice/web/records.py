@@ -117,11 +117,13 @@ def evidence_lines(analysis: Analysis, group: Group, dup: Duplicate) -> None:
     their sources wrote them)."""
     for i, (line, rows) in enumerate(zip(dup.evidence, cited_records(
             analysis, group, dup, dup.evidence), strict=True)):
-        st.markdown(f"- {md_text(line)}")
+        text, button = st.columns([6, 1], vertical_alignment="center", gap="small")
+        text.markdown(f"- {md_text(line)}")
         if rows.empty:
             continue
         shown = rows.head(RECORDS_PER_LINE)
-        with st.popover(f"{plural(len(rows), 'record')}", key=f"evidence:{dup.second}:{i}"):
+        with button.popover(plural(len(rows), "record"), type="tertiary",
+                            key=f"evidence:{dup.second}:{i}"):
             if len(rows) > len(shown):
                 st.caption(f"The first {len(shown)} of {len(rows)}, oldest first.")
             for _, row in shown.iterrows():
