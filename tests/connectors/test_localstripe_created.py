@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -48,7 +49,8 @@ def _free_port() -> int:
 @contextmanager
 def old_localstripe(python: str) -> Iterator[str]:
     port = _free_port()
-    proc = subprocess.Popen([python, "-c", SERVE, str(port)], stdout=subprocess.PIPE,
+    log = tempfile.TemporaryFile()  # not a pipe: one nobody reads blocks the server when full
+    proc = subprocess.Popen([python, "-c", SERVE, str(port)], stdout=log,
                             stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -60,7 +62,8 @@ def old_localstripe(python: str) -> Iterator[str]:
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    out = proc.stdout.read().decode() if proc.stdout else ""
+                    log.seek(0)
+                    out = log.read().decode(errors="replace")
                     pytest.fail(f"localstripe 1.15.5 did not start:\n{out[-2000:]}",
                                 pytrace=False)
                 time.sleep(0.2)
@@ -70,6 +73,7 @@ def old_localstripe(python: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        log.close()
 
 
 @pytest.fixture(scope="module")

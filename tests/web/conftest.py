@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -34,6 +35,9 @@ def running_app(env: dict[str, str]) -> Iterator[str]:
     """`streamlit run twice/web/main.py` headless on a free port with `env` added; yields its
     URL."""
     port = free_port()
+    # the server's output goes to a file: a pipe nobody reads while the server runs fills after
+    # 64 KiB of log and then blocks the server mid-page
+    log = tempfile.TemporaryFile()
     # TWICE_TEST_TWICE=/path/to/venv/bin/twice: the app as `twice web` of another install (a
     # fresh venv with only `pip install -e .`), to prove the first command is enough
     start = ([os.environ["TWICE_TEST_TWICE"], "web"] if os.environ.get("TWICE_TEST_TWICE")
@@ -42,7 +46,7 @@ def running_app(env: dict[str, str]) -> Iterator[str]:
     proc = subprocess.Popen(
         [*start, "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -53,13 +57,15 @@ def running_app(env: dict[str, str]) -> Iterator[str]:
                         break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    out = proc.stdout.read().decode() if proc.stdout else ""
+                    log.seek(0)
+                    out = log.read().decode(errors="replace")
                     raise RuntimeError(f"streamlit did not start:\n{out}") from None
                 time.sleep(0.3)
         yield url
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+        log.close()
 
 
 @contextmanager
@@ -141,6 +147,15 @@ _SETTLED_JS = """() => {
   }
   return !!document.querySelector('[data-testid="stMain"]');
 }"""
+
+
+def samples_in(page: Any, timeout: float = 300_000) -> None:
+    """Wait until a new store's bundled samples are all in (the incidents list stops refreshing
+    itself, and its last run is over): a click on the page while that last run redraws it can
+    be lost, and on a loaded machine the import outlasts the page's first draw."""
+    page.wait_for_function("() => !document.body.innerText.includes("
+                           "'Analysing the bundled samples')", timeout=timeout, polling=200)
+    settled(page)
 
 
 def settled(page: Any, timeout: float = 60_000) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.web.conftest import chromium, running_app
+from tests.web.conftest import chromium, running_app, samples_in
 
 ROOT = Path(__file__).resolve().parents[2]
 INV = "checkout-double"
@@ -111,6 +111,8 @@ def test_there_is_no_deploy_button(app: str, browser: Any) -> None:
 def test_the_live_form_asks_for_the_key_it_was_not_given(app: str, browser: Any) -> None:
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{app}/")
+    page.get_by_text("Incidents").first.wait_for(timeout=120_000)
+    samples_in(page)  # the store's samples: their last refresh could eat the click
     page.get_by_text("New investigation from live sources").click(timeout=90_000)
     page.get_by_role("textbox", name="Customer, payment intent or charge id").fill("cus_Q1")
     page.get_by_role("textbox", name="Around (UTC)").fill("2024-06-03T14:21Z")

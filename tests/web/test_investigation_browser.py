@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from tests.web.conftest import chromium, running_app, settled
+from tests.web.conftest import chromium, running_app, samples_in, settled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -323,6 +323,8 @@ def test_uploaded_evidence_opens_and_its_records_name_the_uploaded_files(
     url, _ = busy_app
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{url}/")
+    page.get_by_text("Incidents").first.wait_for(timeout=120_000)
+    samples_in(page)  # the store's samples: their last refresh could eat the upload's click
     page.get_by_text("New investigation from files").click()
     folder = ROOT / "sample_data" / "step_retry"
     files = [str(p) for p in sorted(folder.iterdir()) if p.name not in ("truth.json",

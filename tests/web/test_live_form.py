@@ -29,7 +29,7 @@ import streamlit as st
 from psycopg.conninfo import conninfo_to_dict
 from streamlit.testing.v1 import AppTest
 
-from tests.web.conftest import ROOT, chromium, running_app
+from tests.web.conftest import ROOT, chromium, running_app, samples_in
 from twice.lab.scenarios import run_scenario_with_server
 from twice.lab.trace_server import TraceServer
 from twice.store import open_store
@@ -266,7 +266,7 @@ def test_an_uploaded_checkpoints_file_is_read(lab: Lab, tmp_path: Path) -> None:
         page = browser.new_page()
         page.goto(url)
         page.get_by_text("Incidents").first.wait_for(timeout=120_000)
-        page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
+        samples_in(page)  # a fresh store: its last refresh could eat the Investigate click
         page.get_by_text("New investigation from live sources").click()
         page.get_by_role("textbox", name="Customer, payment intent or charge id").fill(
             lab.customer)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.connectors.test_langsmith_live import LS_KEY, STRIPE_KEY, Store, traced  # noqa: F401
-from tests.web.conftest import choose, chromium, running_app
+from tests.web.conftest import choose, chromium, running_app, samples_in
 from twice.store import open_store
 from twice.web.forms import KEY_LABEL, PUBLIC_KEY_LABEL, TRACE_BACKENDS, trace_target
 
@@ -28,7 +28,7 @@ def _investigate(page: Any, url: str, customer: str, address: str, key: str, *,
                  stripe_key: str = STRIPE_KEY) -> str:
     page.goto(url)
     page.get_by_text("Incidents").first.wait_for(timeout=120_000)
-    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
+    samples_in(page)  # a fresh store: its last refresh could eat the Investigate click
     page.get_by_text("New investigation from live sources").click()
     page.get_by_role("textbox", name="Customer, payment intent or charge id").fill(customer)
     page.get_by_role("textbox", name="Around (UTC)").fill(

@@ -39,7 +39,7 @@ from psycopg import sql
 from tests.connectors.hostile_http import hostile_backend
 from tests.contract import contract
 from tests.hostile import SPECIAL_SECRETS, encoded_forms
-from tests.web.conftest import chromium, free_port
+from tests.web.conftest import chromium, free_port, samples_in
 from twice.lab.scenarios import run_scenario_with_server
 from twice.lab.trace_server import TraceServer
 
@@ -206,7 +206,7 @@ class Browser:
         page = self.page
         page.goto(self.url)
         page.get_by_text("Incidents").first.wait_for(timeout=120_000)
-        self.settle()
+        samples_in(page)  # a fresh store: its last refresh could eat the Investigate click
         page.get_by_text("New investigation from live sources").click()
         page.get_by_role("textbox", name="Customer, payment intent or charge id").fill(
             self.live.customer)
