@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 from hypothesis import given
@@ -19,8 +20,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind
 
 from twice.connectors.base import Warnings
+from twice.connectors.jsonfile import MAX_VALUES
 from twice.connectors.spans import fast
-from twice.connectors.spans.columnar import Decline, span_columns, span_tables
+from twice.connectors.spans.columnar import Decline, line_starts, span_columns, span_tables
 from twice.connectors.spans.model import SpanRecord
 from twice.connectors.spans.read import span_documents
 
@@ -37,19 +39,27 @@ def _general(path: Path) -> list[list[SpanRecord] | None]:
     return out
 
 
-def _columnar(path: Path, block_size: int = 2**20) -> tuple[list[tuple[Any, ...]], set[int]]:
+def _columnar(path: Path, chunk: int = 2**20) -> tuple[list[tuple[Any, ...]], set[int]]:
     """(span fields, declined line numbers) the columnar way."""
     spans: list[tuple[Any, ...]] = []
     declined: set[int] = set()
-    first = 0
-    for table in span_tables(path, block_size):
-        cols = span_columns(table, KEYS)
+    starts, general = line_starts(path, MAX_VALUES)
+    assert not general
+    read = 0
+    for first, table in span_tables(path, starts, chunk):
+        assert first == read  # the runs take the lines in turn
+        cols = span_columns(table)
         declined |= {first + int(n) for n in cols.declined}
-        for k in range(len(cols.start_ns)):
-            spans.append((first + int(cols.line[k]), cols.trace_id[k], cols.span_id[k],
-                          cols.parent_span_id[k], cols.name[k], int(cols.start_ns[k]),
-                          int(cols.end_ns[k]), {key: cols.attributes[key][k] for key in KEYS}))
-        first += cols.lines
+        every = np.arange(len(cols.start_ns))
+        attrs = {key: cols.attribute(key).python(every) for key in KEYS}
+        fields = zip(cols.trace_id.to_pylist(), cols.span_id.to_pylist(),
+                     cols.parent_span_id.to_pylist(), cols.name.to_pylist(), strict=True)
+        for k, (trace_id, span_id, parent, name) in enumerate(fields):
+            spans.append((first + int(cols.line[k]), trace_id, span_id, parent, name,
+                          int(cols.start_ns[k]), int(cols.end_ns[k]),
+                          {key: attrs[key][k] for key in KEYS}))
+        read += cols.lines
+    assert read == len(starts)
     return spans, declined
 
 
@@ -58,9 +68,9 @@ def _fields(line: int, rec: SpanRecord) -> tuple[Any, ...]:
             rec.end_ns, {key: rec.attributes.get(key) for key in KEYS})
 
 
-def assert_same(path: Path, block_size: int = 2**20) -> set[int]:
+def assert_same(path: Path, chunk: int = 2**20) -> set[int]:
     general = _general(path)
-    spans, declined = _columnar(path, block_size)
+    spans, declined = _columnar(path, chunk)
     expected = [_fields(n, rec) for n, recs in enumerate(general) if n not in declined
                 for rec in recs or []]
     assert spans == expected
@@ -94,11 +104,11 @@ def test_the_sdks_lines_read_as_the_general_way_reads_them(tmp_path: Path) -> No
     assert assert_same(path) == set()
 
 
-def test_a_file_past_the_block_size_reads_block_by_block(tmp_path: Path) -> None:
+def test_a_file_past_the_chunk_size_reads_run_by_run(tmp_path: Path) -> None:
     path = tmp_path / "traces.jsonl"
     _record(path, 3000)
     assert path.stat().st_size > 4 * 2**18
-    assert assert_same(path, block_size=2**18) == set()
+    assert assert_same(path, chunk=2**18) == set()
 
 
 def _line(**span: Any) -> bytes:

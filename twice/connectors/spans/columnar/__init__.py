@@ -9,6 +9,8 @@ It is not yet used by the spans connector: the interpretation (`SpanRows`) still
 from __future__ import annotations
 
 from twice.connectors.spans.columnar.columns import Decline, SpanColumns, span_columns
-from twice.connectors.spans.columnar.read import span_tables
+from twice.connectors.spans.columnar.interpret import block_rows, frame
+from twice.connectors.spans.columnar.read import line_starts, span_tables
 
-__all__ = ["Decline", "SpanColumns", "span_columns", "span_tables"]
+__all__ = ["Decline", "SpanColumns", "block_rows", "frame", "line_starts", "span_columns",
+           "span_tables"]
