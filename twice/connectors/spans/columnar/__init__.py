@@ -1,9 +1,11 @@
-"""OTLP JSON lines read as Arrow columns instead of a Python object per span.
+"""OTLP JSON lines read and interpreted as Arrow columns instead of a Python object per span.
 
-A first increment (issue 24): `read` turns a file in the exporters' own form into Arrow tables a
-block at a time, and `columns` flattens a table's spans into one column per field twice reads.
-It is not yet used by the spans connector: the interpretation (`SpanRows`) still works one
-`SpanRecord` at a time, and that is two thirds of the connector's time (docs/scale.md).
+Issue 24: `read` finds the file's lines and parses runs of them with pyarrow, `columns` flattens
+a run's spans into a column per field twice reads (attributes pivoted a key at a time, on
+demand), and `interpret` gives the rows `SpanRows` would give, by masks and coalesces over
+those columns. `twice.connectors.spans.connector` tries this way first on every span file; a
+line it cannot read exactly goes the per-span way in place, and a file it cannot read at all is
+declined (`Decline`) and read the per-span way, so the rows and warnings are the same either way.
 """
 
 from __future__ import annotations
