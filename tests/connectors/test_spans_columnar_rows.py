@@ -282,24 +282,33 @@ def _spans(draw: st.DrawFn) -> list[dict[str, Any]]:
     return out
 
 
+_HOSTS = st.lists(st.sampled_from(["worker-a", " worker-b", "[1]", "caf\u00e9"]), max_size=2)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(_spans(), min_size=2, max_size=4),
-       st.lists(st.sampled_from(["worker-a", " worker-b", "[1]"]), min_size=1, max_size=2))
+@given(st.lists(_spans(), min_size=1, max_size=4), st.data())
 def test_generated_spans_read_as_the_per_span_way_reads_them(lines: list[list[Any]],
-                                                             hosts: list[str]) -> None:
+                                                             data: st.DataObject) -> None:
+    """Lines of one or more ResourceSpans (each with its own hosts) of one or more scopes."""
     every = [span for spans in lines for span in spans]
     for n, span in enumerate(every):  # ids unique across lines; a parent before (no loop) or
         span["spanId"] = f"{n + 1:016x}"  # an unknown one, on any line
         if "parentSpanId" in span:
             up = span["parentSpanId"] % (n + 1)
             span["parentSpanId"] = f"{up + 1 if up < n else len(every) + 9:016x}"
+
+    def resource_spans(spans: list[Any]) -> list[Any]:
+        cut = data.draw(st.integers(0, len(spans)))  # two ResourceSpans, the first maybe empty
+        return [{"resource": {"attributes": [
+                    {"key": "host.name", "value": {"stringValue": h}}
+                    for h in data.draw(_HOSTS)]},
+                 "scopeSpans": [{"spans": part[:1]}, {"spans": part[1:]}]}
+                for part in (spans[:cut], spans[cut:])]
+
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "traces.jsonl"
-        resource = {"attributes": [{"key": "host.name", "value": {"stringValue": h}}
-                                   for h in hosts]}
-        path.write_bytes(b"".join(orjson.dumps({"resourceSpans": [{
-            "resource": resource, "scopeSpans": [{"spans": spans}]}]}) + b"\n"
-            for spans in lines))
+        path.write_bytes(b"".join(orjson.dumps({"resourceSpans": resource_spans(spans)}) + b"\n"
+                                  for spans in lines))
         try:
             connector._columnar(path, Options())
         except Decline:
@@ -308,3 +317,14 @@ def test_generated_spans_read_as_the_per_span_way_reads_them(lines: list[list[An
             return
         event("read on columns")
         assert_same(path)
+
+
+def test_a_file_of_one_line_is_one_document(tmp_path: Path) -> None:
+    """One export line (a BatchSpanProcessor's flush): its rows are named by the file alone."""
+    path = tmp_path / "traces.jsonl"
+    _agent_run(path, 3)
+    lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    path.write_bytes(orjson.dumps({"resourceSpans": [
+        rs for line in lines for rs in line["resourceSpans"]]}) + b"\n")
+    got = assert_same(path)
+    assert set(got.rows["origin"]) == {str(path)}
