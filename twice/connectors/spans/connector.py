@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+import pyarrow as pa
 
 from twice.connectors.base import LoadResult, SourceError, SourceWarning, Warnings
 from twice.connectors.jsonfile import MAX_VALUES, parse_lines, require_regular_file
@@ -194,8 +195,10 @@ def _columnar(path: Path, options: Options) -> LoadResult:
                 row_lines += [int(locator.rsplit(":", 1)[1]) - 1] * (len(rows) - had)
         except SourceError as exc:  # none of those lines parses, but the others do
             raise columnar.Decline(str(exc)) from exc
-    return LoadResult(source=name, rows=columnar.frame(blocks, rows, row_lines),
-                      warnings=warnings)
+    frame = columnar.frame(blocks, rows, row_lines)
+    del blocks
+    pa.default_memory_pool().release_unused()  # the runs' buffers: not kept from the engine
+    return LoadResult(source=name, rows=frame, warnings=warnings)
 
 
 @contextmanager

@@ -435,7 +435,7 @@ def frame(blocks: list[Block], general: SpanRows, general_lines: list[int]) -> p
     n = sum(len(link) for link in links)
     if not n:
         return from_columns({}, 0)
-    table = pa.concat_tables(pieces)  # chunks, not copies
+    table = pa.concat_tables(pieces).combine_chunks()  # one chunk a column, as from lists
     link = np.concatenate(links)
     inherits = pa.array(link, mask=link < 0)
     columns: dict[str, Any] = {name: table.column(name) for name in _Row._fields}
