@@ -278,6 +278,8 @@ def loads(raw: bytes | bytearray | memoryview | str, limit: int = MAX_NESTING) -
 def check_size_of(raw: bytes | bytearray | memoryview | str, limit: int = MAX_VALUES) -> None:
     """TooDeep when the JSON text `raw` holds more than `limit` values: its commas and opening
     brackets outside strings (counted only when those in all could pass the limit)."""
+    if isinstance(raw, str | bytes) and len(raw) <= limit:
+        return  # each value takes a character at least (a tool's arguments: no copy, no count)
     data = raw.encode() if isinstance(raw, str) else bytes(raw)
     if data.count(b",") + data.count(b"[") + data.count(b"{") <= limit:
         return
@@ -299,6 +301,8 @@ def check_nesting(raw: bytes | bytearray | memoryview | str, limit: int = MAX_NE
     """TooDeep when the JSON text `raw` (one that parses) nests deeper than `limit`. Linear
     and in C: a text with fewer brackets than the limit is passed at once; otherwise strings
     are taken out (escapes first) and the brackets counted, chunk by chunk."""
+    if isinstance(raw, str | bytes) and len(raw) <= limit:
+        return  # too short to hold more brackets than the limit
     if isinstance(raw, str):
         if raw.count("[") + raw.count("{") <= limit:
             return

@@ -23,12 +23,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
+import pyarrow as pa
 
 from twice.connectors.base import LoadResult, SourceError, SourceWarning, Warnings
-from twice.connectors.jsonfile import require_regular_file
+from twice.connectors.jsonfile import MAX_VALUES, parse_lines, require_regular_file
+from twice.connectors.spans import columnar, langfuse, langsmith, protobuf
 from twice.connectors.spans import fast as spans_fast
-from twice.connectors.spans import langfuse, langsmith, protobuf
+from twice.connectors.spans import read as read_spans
 from twice.connectors.spans.interpret import Options, SpanRows
 from twice.connectors.spans.jaeger import jaeger_spans
 from twice.connectors.spans.model import SpanRecord
@@ -111,21 +114,15 @@ def parse_spans(
     warnings = Warnings() if warnings is None else warnings
     options = Options(tool_attribute=tool_attribute, request_id_attribute=request_id_attribute)
     rows = SpanRows(options)
-    add = rows.add
     repeated = 0
     any_document = False
     recognised = 0
     for locator, doc in documents:
         any_document = True
-        found = _records(doc, locator, warnings)
-        if found is None:
-            warnings.append(SourceWarning(
-                locator, "neither an OTLP JSON export nor a Jaeger trace; skipped"))
-            continue
-        recognised += 1
-        for rec in found:
-            if not add(rec):
-                repeated += 1
+        found = _add_document(doc, locator, rows, warnings)
+        if found is not None:
+            recognised += 1
+            repeated += found
     if any_document and not recognised:
         raise SourceError(origin, "no OTLP JSON, Jaeger JSON, LangSmith runs or Langfuse "
                                   "observations found")
@@ -134,6 +131,74 @@ def parse_spans(
             origin, f"{repeated} span(s) appear more than once (same trace and span id); "
                     "kept the first of each"))
     return LoadResult(source=name, rows=rows.frame(), warnings=warnings)
+
+
+def _add_document(doc: Any, locator: str, rows: SpanRows, warnings: list[SourceWarning]
+                  ) -> int | None:
+    """Interpret one document's spans into `rows`: how many were there already, or None (and a
+    warning) when the document holds no spans `_records` knows."""
+    found = _records(doc, locator, warnings)
+    if found is None:
+        warnings.append(SourceWarning(
+            locator, "neither an OTLP JSON export nor a Jaeger trace; skipped"))
+        return None
+    add = rows.add
+    repeated = 0
+    for rec in found:
+        if not add(rec):
+            repeated += 1
+    return repeated
+
+
+def _columnar(path: Path, options: Options) -> LoadResult:
+    """A file of the exporters' OTLP lines read and interpreted as columns
+    (`twice.connectors.spans.columnar`): the same rows and warnings as `parse_spans` over
+    `span_documents`, in a fraction of the time. The lines the columnar reader leaves (a span
+    the general way warns about, a line of another form) are read the general way, alone, and
+    their rows joined to the others in the file's order. Decline (raised) when the file as a
+    whole is not for it: the caller then reads it the general way."""
+    file = str(path)
+    starts, general = columnar.line_starts(path, MAX_VALUES)
+
+    def origin(line: int) -> str:  # a file of one line is one document: named without a number
+        return file if len(starts) == 1 else f"{file}:{line + 1}"
+
+    blocks = []
+    declined: set[int] = set(general)
+    others = np.array(general, dtype=np.int64)
+    for first, table in columnar.span_tables(path, starts):
+        low, high = np.searchsorted(others, (first, first + table.num_rows))
+        leave = others[low:high] - first
+        cols = columnar.span_columns(table, leave)
+        del table
+        declined.update((cols.declined + first).tolist())
+        blocks.append(columnar.block_rows(cols, options, origin, first))
+    if declined and len(starts) == 1:
+        raise columnar.Decline("a document the general way reads")
+    warnings: list[SourceWarning] = Warnings()
+    rows = SpanRows(options)
+    row_lines: list[int] = []
+    with read_spans.open_file(path) as fh:
+
+        def numbered() -> Iterator[tuple[int, bytes]]:
+            for k in sorted(declined):
+                fh.seek(starts[k])
+                yield k + 1, fh.readline()
+
+        documents = parse_lines(file, numbered(), warnings,
+                                decode=spans_fast.decode) if declined else ()
+        try:
+            for locator, doc in documents:
+                had = len(rows)
+                if _add_document(doc, locator, rows, warnings):
+                    raise columnar.Decline("a span given twice")
+                row_lines += [int(locator.rsplit(":", 1)[1]) - 1] * (len(rows) - had)
+        except SourceError as exc:  # none of those lines parses, but the others do
+            raise columnar.Decline(str(exc)) from exc
+    frame = columnar.frame(blocks, rows, row_lines)
+    del blocks
+    pa.default_memory_pool().release_unused()  # the runs' buffers: not kept from the engine
+    return LoadResult(source=name, rows=frame, warnings=warnings)
 
 
 @contextmanager
@@ -171,6 +236,10 @@ def load(
                            tool_attribute=tool_attribute,
                            request_id_attribute=request_id_attribute)
     with _gc_paused():
+        try:
+            return _columnar(Path(target), Options(tool_attribute, request_id_attribute))
+        except columnar.Decline:
+            pass  # not a file of the exporters' lines alone: read line by line
         documents = span_documents(target, read_warnings, decode=spans_fast.decode)
         result = parse_spans(documents, str(target),
                              tool_attribute=tool_attribute,

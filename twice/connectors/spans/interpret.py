@@ -546,13 +546,25 @@ class SpanRows:
         self._inherits.append(inherits)
         return True
 
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def unresolved(self) -> tuple[dict[str, Sequence[Any]], list[tuple[str, str] | None],
+                                  dict[tuple[str, str], tuple[str | None, str | None, str | None]]]:
+        """(the rows' columns, whose ids each row takes, every span's link), the thread and
+        tool call ids not yet inherited: for the columnar reader, which inherits over its own
+        spans and these together."""
+        columns: dict[str, Sequence[Any]] = (
+            dict(zip(_Row._fields, zip(*self._rows, strict=True), strict=True)) if self._rows
+            else {name: () for name in _Row._fields})
+        return columns, self._inherits, self._links
+
     def frame(self) -> pd.DataFrame:
         """The rows as a timeline, built column by column (times stay int ns until here)."""
         n = len(self._rows)
         if not n:
             return from_columns({}, 0)
-        columns: dict[str, Sequence[Any]] = dict(zip(_Row._fields, zip(*self._rows, strict=True),
-                                                     strict=True))
+        columns, _, _ = self.unresolved()
         resolved = _inherited(self._links)
         # one look-up per row: (thread_id, tool_call_id), its own or inherited
         ids = [(own, None) if key is None else resolved[key]

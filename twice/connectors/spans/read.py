@@ -32,7 +32,7 @@ MAX_DOCUMENT_BYTES = 256 * 2**20
 _CHUNK = 2**20
 
 
-def _open(path: Path) -> IO[bytes]:
+def open_file(path: Path) -> IO[bytes]:
     require_regular_file(path)  # a FIFO would block here, /dev/zero stream forever
     with reading(path):
         return path.open("rb", buffering=_CHUNK)  # export lines are long: fewer, bigger reads
@@ -69,7 +69,7 @@ def span_documents(
     """
     p = Path(path)
     name = str(path)
-    fh = _open(p)
+    fh = open_file(p)
     with fh:
         lines = _lines(fh, max_line)
         first = next(((n, line) for n, line in lines if line is None or line.strip()), None)

@@ -1,0 +1,30 @@
+"""The Arrow schema of an OTLP JSON line as the SDK's and the Collector's exporters write it.
+
+Only the fields the columnar reader can read exactly as the general way does are declared with
+their types; a line with any other field is refused by pyarrow (`unexpected_field_behavior`
+"error"), and the file goes the general way.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+# captured headers: an array of strings
+ARRAY = pa.struct([("values", pa.list_(pa.struct([("stringValue", pa.string())])))])
+VALUE = pa.struct([("stringValue", pa.string()), ("intValue", pa.string()), ("arrayValue", ARRAY)])
+ATTRIBUTES = pa.list_(pa.struct([("key", pa.string()), ("value", VALUE)]))
+STATUS = pa.struct([("code", pa.int64())])
+SPAN = pa.struct([
+    ("traceId", pa.string()), ("spanId", pa.string()), ("parentSpanId", pa.string()),
+    ("name", pa.string()), ("kind", pa.int64()),
+    ("startTimeUnixNano", pa.string()), ("endTimeUnixNano", pa.string()),
+    ("status", STATUS), ("attributes", ATTRIBUTES),
+    ("flags", pa.int64()), ("traceState", pa.string()),  # read past, as the general way does
+])
+SCOPE = pa.struct([("name", pa.string()), ("version", pa.string())])
+SCOPE_SPANS = pa.struct([("scope", SCOPE), ("schemaUrl", pa.string()),
+                         ("spans", pa.list_(SPAN))])
+RESOURCE_SPANS = pa.struct([("resource", pa.struct([("attributes", ATTRIBUTES)])),
+                            ("schemaUrl", pa.string()),
+                            ("scopeSpans", pa.list_(SCOPE_SPANS))])
+LINE = pa.schema([("resourceSpans", pa.list_(RESOURCE_SPANS))])
