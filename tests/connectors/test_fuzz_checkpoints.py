@@ -86,10 +86,17 @@ _blobs = (
 )
 def _cell(value: Any) -> Any:
     """What a SQLite cell can hold: an integer outside SQLite's 64 bits is stored as its text
-    (SQLite itself cannot hold it, so no real file has one)."""
+    (SQLite itself cannot hold it, so no real file has one), text with a lone surrogate as its
+    bytes."""
     if isinstance(value, int) and not -(2**63) <= value < 2**63:
         return str(value)
-    return value if isinstance(value, (str, int, float, bytes)) else repr(value)
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:  # a lone surrogate (NASTY's "\ud800"): sqlite3 cannot bind
+            return value.encode("utf-8", "surrogatepass")  # it; the bytes another writer left
+        return value
+    return value if isinstance(value, (int, float, bytes)) else repr(value)
 
 
 _cells = json_values.map(_cell) \
