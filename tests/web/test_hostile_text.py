@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.hostile import honest_analysis, honest_timeline
-from tests.web.conftest import chromium, running_app
+from tests.web.conftest import chromium, running_app, samples_in
 from twice.store import Note, open_store
 
 LINKS = ("https://evil\u3002example/login http://2130706433/ http://localhost:8080/admin "
@@ -67,7 +67,7 @@ def _open(browser: Any, url: str, heading: str, *, save_as_download: bool = Fals
         page.add_init_script("delete window.showSaveFilePicker")
     page.goto(url)
     page.get_by_text(heading, exact=True).first.wait_for(timeout=90_000)
-    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
+    samples_in(page)  # the list redraws itself until the samples are in: read it after
     page.wait_for_timeout(1000)
     return page
 

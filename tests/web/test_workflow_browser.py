@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.store.test_store import refunded_copy
-from tests.web.conftest import choose, chromium, running_app
+from tests.web.conftest import choose, chromium, running_app, samples_in
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,7 +54,7 @@ def browser() -> Iterator[Any]:
 def _items(page: Any) -> dict[str, str]:
     """The incidents list's items (a link, then one line) by title, in the order shown."""
     page.get_by_role("link", name="Refunded retry").first.wait_for(timeout=90_000)
-    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
+    samples_in(page)  # the list redraws itself until the samples are in: read it after
     texts = page.locator("[class*='st-key-incident-']").all_inner_texts()
     return {t.split("\n")[0].strip(): " ".join(t.split()) for t in texts}
 
