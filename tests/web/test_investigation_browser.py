@@ -612,6 +612,8 @@ def test_an_evidence_line_opens_the_records_it_names(busy_app: tuple[str, Any],
     line = page.locator("li").filter(has_text="both executions belong to one trace").first
     line.wait_for(timeout=90_000)
     trace = line.inner_text().split("(")[1].split(")")[0]
+    # the page is drawn in pieces: every evidence line and its button come before this
+    page.get_by_text("Raw records", exact=True).wait_for(timeout=60_000)
     settled(page)
     # the popover drawn right after that line: its button names how many records it holds
     buttons = page.locator("[data-testid='stPopover'] button")
@@ -672,6 +674,9 @@ def test_a_customer_with_several_duplicates_has_a_page_of_them(busy_app: tuple[s
     _search(page, url, customer)
     page.get_by_role("link", name=re.compile(r"all \d+ duplicates on one page")).click()
     page.get_by_role("heading", name=f"Customer {customer}").wait_for(timeout=60_000)
+    # the page is drawn in pieces (the heading first): wait for its list of duplicates
+    page.wait_for_function("() => document.querySelectorAll('a[href*=\"dup=\"]').length >= 2",
+                           timeout=60_000)
     settled(page)
     listed = page.locator("a[href*='dup=']")
     hrefs = [unquote(str(h)) for h in listed.evaluate_all(
