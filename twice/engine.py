@@ -73,6 +73,10 @@ class Group:
         """Rows of Analysis.attempts, oldest first (sliced on first use: thousands of groups)."""
         return self.rows.iloc[self.positions]
 
+    def record(self, attempt_id: str) -> Attempt:
+        """The plain record of this group's attempt `attempt_id` ({} when it has none)."""
+        return next((r for r in self.records if str(r["attempt_id"]) == attempt_id), {})
+
     @property
     def last_at(self) -> pd.Timestamp:
         return max(r["at"] for r in self.records)

@@ -75,10 +75,9 @@ def _any_id(frame: pd.DataFrame, columns: tuple[str, ...], ids: set[str]) -> pd.
 def _attempt_rows(call: pd.DataFrame, group: Group, dup: Duplicate) -> pd.DataFrame:
     """The provider requests of the duplicate's two attempts, else their other provider
     records (an effect with no request: a renewal's events), among the call's records."""
-    by_id = {str(r["attempt_id"]): r for r in group.records}
     requests, objects = set(), set()
     for attempt in (dup.first, dup.second):
-        record = by_id.get(attempt, {})
+        record = group.record(attempt)
         if isinstance(record.get("request_id"), str):
             requests.add(record["request_id"])
         if isinstance(record.get("object_id"), str):
@@ -126,9 +125,14 @@ def evidence_lines(analysis: Analysis, group: Group, dup: Duplicate) -> None:
                             key=f"evidence:{dup.second}:{i}"):
             if len(rows) > len(shown):
                 st.caption(f"The first {len(shown)} of {len(rows)}, oldest first.")
-            for _, row in shown.iterrows():
-                st.markdown(f"**{md_text(visible(str(row['label'])))}**")
-                show_record(analysis, row)
+            show_records(analysis, shown)
+
+
+def show_records(analysis: Analysis, rows: pd.DataFrame) -> None:
+    """Each record under its label (`record_labels`), as its source wrote it."""
+    for _, row in rows.iterrows():
+        st.markdown(f"**{md_text(visible(str(row['label'])))}**")
+        show_record(analysis, row)
 
 
 def point_records(analysis: Analysis, group: Group | None, points: Sequence[object]
@@ -146,9 +150,8 @@ def point_records(analysis: Analysis, group: Group | None, points: Sequence[obje
             attempts.append(data)
     picked = tl.loc[rows]
     if group is not None and attempts:
-        by_id = {str(r["attempt_id"]): r for r in group.records}
-        requests = {by_id[a]["request_id"] for a in attempts
-                    if a in by_id and isinstance(by_id[a].get("request_id"), str)}
+        named = (group.record(a).get("request_id") for a in attempts)
+        requests = {r for r in named if isinstance(r, str)}
         asked = tl[(tl["kind"] == Kind.PROVIDER_REQUEST.value)
                    & tl["request_id"].isin(requests).fillna(False).astype(bool)]
         picked = pd.concat([picked, asked])

@@ -12,10 +12,10 @@ import streamlit as st
 
 from twice.clocks import THIN_LABEL, THIN_WHY
 from twice.engine import Analysis
-from twice.formats import utc, visible
+from twice.formats import utc
 from twice.web.figures import SVG_MAX_POINTS, timeline_figure, waterfall_figure
 from twice.web.nav import go, show
-from twice.web.records import RECORDS_PER_LINE, point_records, show_record
+from twice.web.records import RECORDS_PER_LINE, point_records, show_records
 from twice.web.tabs.context import Investigation
 from twice.web.text import md_text
 
@@ -116,9 +116,7 @@ def _clicked(inv: Investigation, points: Sequence[object]) -> None:
     if rows.empty:
         return
     st.subheader("Clicked record", anchor="clicked-record")
-    for _, row in rows.head(RECORDS_PER_LINE).iterrows():
-        st.markdown(f"**{md_text(visible(str(row['label'])))}**")
-        show_record(inv.analysis, row)
+    show_records(inv.analysis, rows.head(RECORDS_PER_LINE))
 
 
 def _waterfall(inv: Investigation, aligned: bool) -> None:

@@ -87,8 +87,7 @@ def render(inv: Investigation) -> None:
 
 def _customer_link(group: Group, dup: Duplicate) -> None:
     """The customer this duplicate charged: a link to every duplicate of theirs."""
-    second = next((r for r in group.records if str(r["attempt_id"]) == dup.second), {})
-    customer = second.get("subject")
+    customer = group.record(dup.second).get("subject")
     if isinstance(customer, str) and customer.strip():
         st.page_link(pages()[CUSTOMER], query_params={"customer": customer.strip()}, help="",
                      label=f"Every saved duplicate of {md_text(customer.strip())}")
@@ -114,10 +113,9 @@ def _attempt_links(inv: Investigation) -> None:
     group, dup = inv.group, inv.duplicate
     if group is None or dup is None:
         return
-    by_id = {str(r["attempt_id"]): r for r in group.records}
     ids: list[object] = []
     for attempt in (dup.first, dup.second):
-        record = by_id.get(attempt, {})
+        record = group.record(attempt)
         ids += [record.get("object_id"), record.get("request_id")]
     records = call_records(inv.analysis, group)
     traces = list(dict.fromkeys(records["trace_id"].dropna())) if len(records) else []
