@@ -392,12 +392,16 @@ def test_the_attempts_diff_highlights_the_fields_that_differ(busy_app: tuple[str
     page.close()
 
 
+# the timeline chart: the one the page listens on for pans and zooms (not the waterfall below)
+TIMELINE = ".js-plotly-plot[data-twice-range]"
+
+
 def _axis(page: Any) -> list[float]:
     """The timeline's x range now, in ms since the epoch (plotly's own axis)."""
-    page.wait_for_function("() => { const gd = document.querySelector('.js-plotly-plot');"
+    page.wait_for_function(f"() => {{ const gd = document.querySelector('{TIMELINE}');"
                            " return gd && gd._fullLayout && gd._fullLayout.xaxis; }",
                            timeout=60_000)
-    return list(page.locator(".js-plotly-plot").first.evaluate(
+    return list(page.locator(TIMELINE).first.evaluate(
         "gd => gd._fullLayout.xaxis.range.map(v => gd._fullLayout.xaxis.r2l(v))"))
 
 
@@ -421,10 +425,10 @@ def test_a_pan_and_a_typed_range_are_the_links_window(busy_app: tuple[str, Any],
     page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
     before = _axis(page)
     # the pan tool of the chart's toolbar, then a drag to the right: earlier times come in
-    chart = page.locator(".js-plotly-plot").first
+    chart = page.locator(TIMELINE).first
     chart.hover()
-    page.locator(".modebar-btn[data-val='pan']").first.click()
-    drag = page.locator(".js-plotly-plot .nsewdrag").first
+    chart.locator(".modebar-btn[data-val='pan']").click()
+    drag = chart.locator(".nsewdrag").first
     box = drag.bounding_box()
     assert box is not None
     y = box["y"] + box["height"] / 2
@@ -526,20 +530,54 @@ def test_the_calls_spans_are_a_waterfall_under_their_parents(busy_app: tuple[str
     page.close()
 
 
-def _zoom_out(page: Any, chart: Any) -> None:
-    """The chart toolbar's zoom out, until the link's window changes. A chart the page has
+def test_a_zoom_of_the_waterfall_is_not_the_timelines_window(busy_app: tuple[str, Any],
+                                                             browser: Any) -> None:
+    """Only the timeline's pans and zooms go in the link: the waterfall of the call's spans
+    below it zooms on its own, even after a moment when it was the page's first chart (the
+    timeline taken off the page and put back, as a redraw does)."""
+    url, _ = busy_app
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?inv=sample-step-retry&tab=timeline")
+    page.get_by_text("Spans of the selected call").wait_for(timeout=90_000)
+    page.locator(TIMELINE).first.wait_for(state="attached", timeout=60_000)
+    settled(page)
+    assert page.locator(".js-plotly-plot").count() == 2
+    # the timeline off the page for a second (the listener looks every 100 ms), then back
+    page.evaluate("""() => new Promise(done => {
+        const gd = document.querySelector('.js-plotly-plot[data-twice-range]');
+        const parent = gd.parentNode, next = gd.nextSibling;
+        parent.removeChild(gd);
+        setTimeout(() => { parent.insertBefore(gd, next); done(); }, 1000);
+    })""")
+    assert page.locator(TIMELINE).count() == 1  # the waterfall is not listened on
+    waterfall = page.locator(".js-plotly-plot:not([data-twice-range])").first
+    before = waterfall.evaluate("gd => gd._fullLayout.xaxis.range.slice()")
+    shown = page.url
+    waterfall.hover()
+    waterfall.locator(".modebar-btn[data-attr='zoom'][data-val='out']").click()
+    page.wait_for_timeout(3000)  # a zoom heard would be in the link within this
+    settled(page)
+    assert waterfall.evaluate("gd => gd._fullLayout.xaxis.range.slice()") != before
+    assert page.url == shown and "t0=" not in page.url
+    page.close()
+
+
+def _zoom_out(page: Any) -> None:
+    """The timeline toolbar's zoom out, until the link's window changes. A chart the page has
     just drawn again may be replaced between the hover and the click (seen on a machine under
-    load), and that click is not heard: it is clicked again, at most three times."""
+    load), and that click is not heard: it is clicked again, at most three times. The button
+    is the timeline's own: while the timeline is drawn again the page's first toolbar can be
+    the waterfall's."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     shown = page.url
     for attempt in range(3):
-        # the page listens on each chart it draws (a zoom before that is not heard)
-        page.locator("[data-testid='stPlotlyChart'] .js-plotly-plot[data-twice-range]").first \
-            .wait_for(state="attached", timeout=30_000)
+        # the page listens on each timeline it draws (a zoom before that is not heard)
+        chart = page.locator(f"[data-testid='stPlotlyChart'] {TIMELINE}").first
+        chart.wait_for(state="attached", timeout=30_000)
         page.mouse.move(1, 1)  # a fresh hover shows the redrawn chart's toolbar
         chart.hover()
-        page.locator(".modebar-btn[data-attr='zoom'][data-val='out']").first.click()
+        chart.locator(".modebar-btn[data-attr='zoom'][data-val='out']").click()
         try:
             page.wait_for_function("shown => location.href !== shown"
                                    " && location.search.includes('t0=')", arg=shown,
@@ -586,16 +624,15 @@ def test_a_large_timeline_opens_near_the_call_and_zooming_out_draws_the_rest(
                                                                   timeout=60_000)
         settled(page)
         view = _axis(page)
-        first = page.locator(".js-plotly-plot").first.evaluate(_DRAWN_X)
+        first = page.locator(TIMELINE).first.evaluate(_DRAWN_X)
         assert first and len(first) < len(timeline) // 4
         near_lo = min(first)
-        chart = page.locator(".js-plotly-plot").first
         for _ in range(3):  # each zoom out doubles the view: past the rows first sent
-            _zoom_out(page, chart)
+            _zoom_out(page)
             settled(page)
         expect(page.get_by_text("opened on the rows near the call")).to_have_count(0)
         page.wait_for_function(
-            "lo => { const gd = document.querySelector('.js-plotly-plot'); return gd"
+            f"lo => {{ const gd = document.querySelector('{TIMELINE}'); return gd"
             " && gd._fullData && gd._fullData.some(t => t.type !== 'heatmap' && t.x"
             " && Array.from(t.x).some(v => gd._fullLayout.xaxis.d2l(v) < lo)); }",
             arg=near_lo, timeout=60_000)

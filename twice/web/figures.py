@@ -92,6 +92,7 @@ AGGREGATE_BUCKETS = 240
 SVG_MAX_POINTS = 3_000
 # a large timeline opened without a window carries points this many view widths either side
 NEAR_VIEWS = 2
+TIMELINE_META = "twice-timeline"  # the timeline's layout.meta: the chart the page listens on
 SELECTED_NAME = "selected group"
 ATTEMPTS_LINE_NAME = "selected group: attempts"
 AGGREGATE_NAME = "other rows (count per time bucket)"
@@ -494,7 +495,7 @@ def timeline_figure(analysis: Analysis, selected_group: str | None = None, align
             fig.update_xaxes(range=list(fitted))
     # a drawn box is a selection the page turns into the link's window (t0/t1)
     fig.update_layout(hovermode="closest", dragmode="select", selectdirection="h",
-                      height=120 + 45 * max(len(lanes), 1),
+                      meta=TIMELINE_META, height=120 + 45 * max(len(lanes), 1),
                       legend={"orientation": "h", "y": -0.2}, margin={"t": 30})
     return fig
 

@@ -13,7 +13,7 @@ import streamlit as st
 from twice.clocks import THIN_LABEL, THIN_WHY
 from twice.engine import Analysis
 from twice.formats import utc
-from twice.web.figures import SVG_MAX_POINTS, timeline_figure, waterfall_figure
+from twice.web.figures import SVG_MAX_POINTS, TIMELINE_META, timeline_figure, waterfall_figure
 from twice.web.nav import go, show
 from twice.web.records import RECORDS_PER_LINE, point_records, show_records
 from twice.web.tabs.context import Investigation
@@ -23,16 +23,21 @@ TIMELINE_POINTS = 2_500  # points per view (SVG up to figures.SVG_MAX_POINTS); t
 
 # A pan or zoom of the timeline (plotly's `plotly_relayout`: the pan tool, a scroll, the zoom
 # buttons) sent to the page as the x axis' new range: the page puts it in the URL (t0/t1).
-# Streamlit's chart reports only selections (a drawn box), so this listens on the chart itself.
+# Streamlit's chart reports only selections (a drawn box), so this listens on the chart itself:
+# only on the timeline (its layout's `meta`, `TIMELINE_META`), never on the page's other charts.
+# While the page draws the timeline again, the waterfall below it can be the page's first chart
+# for a moment, and a zoom of the waterfall must not become the timeline's window.
 _RANGE_JS = """
 export default function(component) {
   const { setTriggerValue } = component;
-  let stopped = false, chart = null;
+  let stopped = false;
+  const heard = new WeakSet();  // this listener's charts (the page may keep a chart it drew)
   const listen = () => {
     if (stopped) return;
-    const el = document.querySelector('.js-plotly-plot');
-    if (el && el !== chart && typeof el.on === 'function') {
-      chart = el;
+    for (const el of document.querySelectorAll('.js-plotly-plot')) {
+      if (heard.has(el) || typeof el.on !== 'function' || !el.layout
+          || el.layout.meta !== 'TIMELINE_META') continue;
+      heard.add(el);
       el.setAttribute('data-twice-range', 'listening');  // a pan or zoom from now on is heard
       el.on('plotly_relayout', ev => {
         const lo = ev['xaxis.range[0]'], hi = ev['xaxis.range[1]'];
@@ -51,7 +56,7 @@ export default function(component) {
   listen();
   return () => { stopped = true; };
 }
-"""
+""".replace("TIMELINE_META", TIMELINE_META)
 _range_listener = st.components.v2.component("twice_timeline_range", js=_RANGE_JS)
 
 
