@@ -20,8 +20,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from twice.connectors.base import LoadResult, Warnings
+from twice.connectors.jsonfile import MAX_VALUES
 from twice.connectors.spans import connector, fast
-from twice.connectors.spans.columnar import Decline
+from twice.connectors.spans.columnar import Decline, line_starts, span_columns, span_tables
 from twice.connectors.spans.interpret import Options
 from twice.connectors.spans.read import span_documents
 from twice.timeline import validate
@@ -181,6 +182,9 @@ def test_failed_calls_exception_events_and_status_messages_are_read_on_columns(
     assert '"exception.stacktrace"' in text and '"boolValue"' in text
     assert '"doubleValue"' in text and '"message"' in text
     got = assert_same(path)
+    starts, general = line_starts(path, MAX_VALUES)
+    assert not general and not any(  # no line left to the per-span way either
+        len(span_columns(table).declined) for _, table in span_tables(path, starts))
     details = set(got.rows["detail"].dropna())
     assert "TimeoutError: read timed out" in details
     assert "ConnectionError: upstream deadline exceeded" in details  # the last exception's
