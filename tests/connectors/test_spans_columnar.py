@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.json.file import FileSpanExporter
@@ -52,12 +52,19 @@ def _columnar(path: Path, chunk: int = 2**20) -> tuple[list[tuple[Any, ...]], se
         declined |= {first + int(n) for n in cols.declined}
         every = np.arange(len(cols.start_ns))
         attrs = {key: cols.attribute(key).python(every) for key in KEYS}
+        exceptions: list[list[Any]] = [[] for _ in every]
+        for k, *pair in zip(cols.exception_span.tolist(), *(
+                cols.exceptions.attribute(key).text.to_pylist()
+                for key in ("exception.type", "exception.message")), strict=True):
+            exceptions[k].append(tuple(pair))
         fields = zip(cols.trace_id.to_pylist(), cols.span_id.to_pylist(),
-                     cols.parent_span_id.to_pylist(), cols.name.to_pylist(), strict=True)
-        for k, (trace_id, span_id, parent, name) in enumerate(fields):
+                     cols.parent_span_id.to_pylist(), cols.name.to_pylist(),
+                     cols.status_message.to_pylist(), strict=True)
+        for k, (trace_id, span_id, parent, name, message) in enumerate(fields):
             spans.append((first + int(cols.line[k]), trace_id, span_id, parent, name,
                           int(cols.start_ns[k]), int(cols.end_ns[k]),
-                          {key: attrs[key][k] for key in KEYS}))
+                          {key: attrs[key][k] for key in KEYS}, message or None,
+                          exceptions[k]))
         read += cols.lines
     assert read == len(starts)
     return spans, declined
@@ -65,7 +72,8 @@ def _columnar(path: Path, chunk: int = 2**20) -> tuple[list[tuple[Any, ...]], se
 
 def _fields(line: int, rec: SpanRecord) -> tuple[Any, ...]:
     return (line, rec.trace_id, rec.span_id, rec.parent_span_id, rec.name, rec.start_ns,
-            rec.end_ns, {key: rec.attributes.get(key) for key in KEYS})
+            rec.end_ns, {key: rec.attributes.get(key) for key in KEYS}, rec.status_message,
+            rec.exceptions)
 
 
 def assert_same(path: Path, chunk: int = 2**20) -> set[int]:
@@ -128,6 +136,15 @@ def _line(**span: Any) -> bytes:
     {"attributes": [{"key": "a", "value": {}}]},
     {"attributes": [{"key": "a", "value": {"intValue": "-1"}}]},
     {"attributes": [{"key": "a", "value": {"intValue": "9" * 19}}]},
+    {"events": [{"name": "exception", "attributes": [
+        {"key": "exception.type", "value": {"stringValue": None}}]}]},
+    {"events": [{"name": "exception", "attributes": [
+        {"key": "exception.message", "value": {"intValue": "1e3"}}]}]},
+    {"events": [{"name": "exception", "attributes": [
+        {"key": "a", "value": {"boolValue": True, "doubleValue": 1.5}}]}]},
+    {"events": [{"name": "exception", "attributes": [{"key": None, "value": {}}]}]},
+    {"events": [{"name": "exception", "attributes": [  # read as text the general way
+        {"key": "exception.type", "value": {"bytesValue": "QUJD"}}]}]},
 ], ids=repr)
 def test_a_line_the_general_way_warns_about_is_declined(tmp_path: Path,
                                                           span: dict[str, Any]) -> None:
@@ -137,11 +154,13 @@ def test_a_line_the_general_way_warns_about_is_declined(tmp_path: Path,
 
 
 @pytest.mark.parametrize("line", [
-    _line(events=[{"name": "exception"}]),  # a field the schema does not hold
+    _line(links=[{"traceId": "ab" * 16, "spanId": "ef" * 8}]),  # a field the schema does not hold
+    _line(events=[{"name": "retry", "attributes": [  # an event value the schema does not hold
+        {"key": "a", "value": {"kvlistValue": {"values": []}}}]}]),
     _line(kind="3"),  # a value of another type
     b'{"resourceSpans": [\n',  # not JSON
     _line(name="caf\u00e9").replace(b"\xc3\xa9", b"\xe9"),  # not UTF-8
-], ids=["unknown field", "other type", "not JSON", "not UTF-8"])
+], ids=["unknown field", "kvlist event value", "other type", "not JSON", "not UTF-8"])
 def test_a_block_pyarrow_refuses_is_declined_whole(tmp_path: Path, line: bytes) -> None:
     path = tmp_path / "traces.jsonl"
     path.write_bytes(_line() + line)
@@ -166,6 +185,24 @@ def _mostly(valid: Any, other: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]
     return st.one_of(*[st.just(valid)] * 4, other)
 
 
+_SCALAR = st.one_of(
+    st.builds(lambda s: {"stringValue": s}, _TEXT),
+    st.builds(lambda s: {"intValue": s}, st.one_of(st.integers(-5, 10**19).map(str), _TEXT)),
+    st.builds(lambda b: {"boolValue": b}, st.booleans()),
+    st.builds(lambda d: {"doubleValue": d}, st.floats(allow_nan=False, allow_infinity=False)),
+    st.builds(lambda s: {"bytesValue": s}, _TEXT),
+    st.just({}), st.just({"stringValue": None}), st.just({"stringValue": "x", "boolValue": None}),
+    st.just({"stringValue": "x", "boolValue": False}))
+_EVENT_VALUE = st.one_of(_SCALAR, st.builds(lambda v: {"arrayValue": {"values": v}},
+                                             st.lists(_SCALAR, max_size=2)),
+                         st.just({"arrayValue": {}}))
+_EVENT = st.fixed_dictionaries({"name": _mostly("exception", st.sampled_from(["retry", ""]))},
+                               optional={"timeUnixNano": st.just(str(T0)),
+                                         "attributes": st.lists(st.fixed_dictionaries({
+                                             "key": st.one_of(st.sampled_from([
+                                                 "exception.type", "exception.message"]),
+                                                 _TEXT, st.none()),
+                                             "value": _EVENT_VALUE}), max_size=3)})
 _SPAN = st.fixed_dictionaries({
     "traceId": _mostly("ab" * 16, _HEX), "spanId": _mostly("cd" * 8, _HEX),
     "startTimeUnixNano": _mostly(str(T0), _TIME),
@@ -176,9 +213,12 @@ _SPAN = st.fixed_dictionaries({
         "value": st.one_of(*[st.builds(lambda s: {"stringValue": s}, _TEXT)] * 4, _VALUE)}),
         max_size=4),
 }, optional={"parentSpanId": _mostly("ef" * 8, st.one_of(_HEX, st.just(""))),
-             "kind": st.integers(0, 5)})
+             "kind": st.integers(0, 5), "events": st.lists(_EVENT, max_size=2),
+             "status": st.fixed_dictionaries({}, optional={
+                 "code": st.integers(0, 3), "message": st.one_of(_TEXT, st.none())})})
 
 
+@settings(deadline=None)  # a loaded machine must not fail it (events make lines longer)
 @given(st.lists(st.lists(_SPAN, min_size=1, max_size=3), min_size=1, max_size=4))
 def test_generated_lines_read_as_the_general_way_reads_them(lines: list[list[Any]]) -> None:
     with tempfile.TemporaryDirectory() as folder:

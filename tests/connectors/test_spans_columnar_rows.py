@@ -20,8 +20,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from twice.connectors.base import LoadResult, Warnings
+from twice.connectors.jsonfile import MAX_VALUES
 from twice.connectors.spans import connector, fast
-from twice.connectors.spans.columnar import Decline
+from twice.connectors.spans.columnar import Decline, line_starts, span_columns, span_tables
 from twice.connectors.spans.interpret import Options
 from twice.connectors.spans.read import span_documents
 from twice.timeline import validate
@@ -56,11 +57,39 @@ def _provider(path: Path, host: str) -> TracerProvider:
     return provider
 
 
-def _agent_run(path: Path, calls: int, *, threads: bool = True, roots: bool = False) -> None:
+def _fail(span: trace.Span, n: int) -> None:
+    """What a failed call leaves on its span through the SDK, in one of several ways: exception
+    events (one or two, with or without a message or timeout's words, with attributes of every
+    scalar type), a status message, other events, or several of these at once."""
+    way = n % 6
+    if way in (0, 3, 5):
+        error = (TimeoutError("read timed out") if way == 0 else ValueError("card declined")
+                 if way == 3 else RuntimeError())
+        try:
+            raise error
+        except Exception as exc:  # noqa: BLE001 - recorded as the SDK records it
+            span.record_exception(exc, attributes={"retry.count": n, "fatal": way == 5,
+                                                   "backoff": 0.5})
+    if way == 3:
+        span.record_exception(ConnectionError("upstream deadline exceeded"))
+    if way in (1, 3):
+        span.set_status(Status(StatusCode.ERROR, f"charge {n} failed: timed out" if way == 1
+                               else "card_declined"))
+    if way in (2, 5):
+        span.add_event("retry", {"attempt": n, "jitter": 0.25, "final": False,
+                                 "codes": [500, 502], "ratios": [0.5, 1.0],
+                                 "flags": [True, False], "hosts": ["a", "b"]})
+    if way == 4:
+        span.set_status(Status(StatusCode.OK))
+        span.record_exception(KeyError("ignored"))
+
+
+def _agent_run(path: Path, calls: int, *, threads: bool = True, roots: bool = False,
+               failures: bool = False) -> None:
     """What an agent's run exports, through the real SDK: tool spans around HTTP attempts (some
     retried, failed, timed out or replayed), queue receives, OpenInference TOOL spans whose call
     id is only in the returned ToolMessage, HTTP spans as trace roots, old and new HTTP semconv,
-    spans of two hosts."""
+    spans of two hosts. `failures`: some tool and HTTP spans carry what `_fail` leaves."""
     for host in ("worker-a", "worker-b"):
         provider = _provider(path, host)
         tracer = provider.get_tracer("lab.agent")
@@ -101,6 +130,8 @@ def _agent_run(path: Path, calls: int, *, threads: bool = True, roots: bool = Fa
                                          attributes=http_attrs)
                 if n % 6 == 5:
                     http.set_status(Status(StatusCode.ERROR, None))
+                if failures and attempt < n % 3 and n % 4 == 2:
+                    _fail(http, n + attempt)
                 http.end(end_time=at + 1000 * (attempt + 1) + 500)
             if n % 8 == 3:  # OpenInference: no call id attribute, the id in the output
                 output = orjson.dumps({"type": "tool", "data": {
@@ -120,6 +151,8 @@ def _agent_run(path: Path, calls: int, *, threads: bool = True, roots: bool = Fa
                 receive.end(end_time=at + 5)
             if n % 5 == 0:
                 tool.set_status(Status(StatusCode.OK))
+            if failures and n % 2:
+                _fail(tool, n // 2)
             tool.end(end_time=at + 10_000)
         provider.shutdown()
 
@@ -135,6 +168,29 @@ def test_an_agents_spans_read_as_the_per_span_way_reads_them(tmp_path: Path,
     kinds = set(got.rows["kind"])
     assert kinds == {"tool_span", "http_span", "queue_receive"}
     assert got.rows["tool_call_id"].notna().any()
+
+
+@pytest.mark.parametrize("shape", [{}, {"roots": True}], ids=["threads", "roots"])
+def test_failed_calls_exception_events_and_status_messages_are_read_on_columns(
+        tmp_path: Path, shape: dict[str, Any]) -> None:
+    """Spans the SDK gave exception events, status messages and other events (values of every
+    type), among ordinary spans: read on columns (not declined), as the per-span way reads
+    them."""
+    path = tmp_path / "traces.jsonl"
+    _agent_run(path, 24, failures=True, **shape)
+    text = path.read_text()
+    assert '"exception.stacktrace"' in text and '"boolValue"' in text
+    assert '"doubleValue"' in text and '"message"' in text
+    got = assert_same(path)
+    starts, general = line_starts(path, MAX_VALUES)
+    assert not general and not any(  # no line left to the per-span way either
+        len(span_columns(table).declined) for _, table in span_tables(path, starts))
+    details = set(got.rows["detail"].dropna())
+    assert "TimeoutError: read timed out" in details
+    assert "ConnectionError: upstream deadline exceeded" in details  # the last exception's
+    assert "RuntimeError" in details  # an exception without a message
+    assert any(d.startswith("charge ") for d in details)  # a status message, no exception
+    assert {"timeout", "error", "ok"} <= set(got.rows["outcome"])
 
 
 def test_the_options_name_the_same_attributes(tmp_path: Path) -> None:
@@ -194,9 +250,14 @@ def _first_span_with(key: str, change: Any) -> Any:
 @pytest.mark.parametrize("edit", [
     _first_span_with("gen_ai.operation.name",  # Langfuse's attributes: read per span
                      lambda span, pair: pair.update(key="langfuse.observation.type")),
+    _first_span_with("gen_ai.operation.name",  # an event value the schema does not hold
+                     lambda span, pair: span.update(events=[{"name": "exception", "attributes": [
+                         {"key": "exception.type", "value": {"stringValue": "ValueError"}},
+                         {"key": "state", "value": {"kvlistValue": {"values": []}}}]}])),
     _first_span_with("gen_ai.operation.name",  # a field the schema does not hold
-                     lambda span, pair: span.update(events=[{"name": "exception"}])),
-], ids=["Langfuse", "exception events"])
+                     lambda span, pair: span.update(links=[{"traceId": span["traceId"],
+                                                            "spanId": span["spanId"]}])),
+], ids=["Langfuse", "a kvlist event value", "links"])
 def test_a_file_the_columns_cannot_read_exactly_is_declined(tmp_path: Path, edit: Any) -> None:
     _declines(_edited(tmp_path, edit))
 
@@ -260,6 +321,25 @@ _VALUE = st.one_of(
               st.lists(_TEXT, max_size=2)))
 
 
+# events: exception events whose type and message are text (words of a timeout among them),
+# empty, of another type or absent; other events with values of other types
+_EVENT_VALUE = st.one_of(
+    *[st.builds(lambda s: {"stringValue": s}, _TEXT)] * 3,
+    st.builds(lambda n: {"intValue": str(n)}, st.integers(0, 10**18)),
+    st.builds(lambda b: {"boolValue": b}, st.booleans()),
+    st.builds(lambda d: {"doubleValue": d}, st.floats(-1e3, 1e3)),
+    st.builds(lambda s: {"bytesValue": s}, st.sampled_from(["QUJD", "dGltZWQgb3V0"])),
+    st.builds(lambda v: {"arrayValue": {"values": [{"doubleValue": d} for d in v]}},
+              st.lists(st.floats(-1, 1), max_size=2)))
+_EVENT = st.fixed_dictionaries({
+    "name": st.sampled_from(["exception", "exception", "retry", "Exception"]),
+    "timeUnixNano": st.just(str(T0)),
+    "attributes": st.lists(st.fixed_dictionaries({
+        "key": st.sampled_from(["exception.type", "exception.message", "exception.stacktrace",
+                                "exception.escaped", "attempt"]),
+        "value": _EVENT_VALUE}), max_size=4)})
+
+
 @st.composite
 def _spans(draw: st.DrawFn) -> list[dict[str, Any]]:
     out = []
@@ -276,8 +356,12 @@ def _spans(draw: st.DrawFn) -> list[dict[str, Any]]:
             span["parentSpanId"] = parent  # an id, once the spans of every line are numbered
         if (kind := draw(st.one_of(st.none(), st.integers(0, 6)))) is not None:
             span["kind"] = kind
-        if (code := draw(st.one_of(st.none(), st.integers(0, 3)))) is not None:
-            span["status"] = {"code": code}
+        status = draw(st.fixed_dictionaries({}, optional={
+            "code": st.integers(0, 3), "message": st.one_of(_TEXT, st.none())}))
+        if status or draw(st.booleans()):
+            span["status"] = status
+        if events := draw(st.lists(_EVENT, max_size=3)):
+            span["events"] = events
         out.append(span)
     return out
 

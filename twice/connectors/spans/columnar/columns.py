@@ -5,7 +5,8 @@ resource's) is made here over whole columns. A line holding any span the general
 about (or read in a way this module does not) is declined: its spans are left out and its number
 is given back, so that line goes the general way and gets the same records and warnings as before.
 Attributes stay Arrow arrays of (key, value) pairs; `SpanColumns.attribute` pivots one key to a
-value per span only when it is asked for.
+value per span only when it is asked for. Of a span's events only its exception events are read
+(as the general way reads only those): their attributes are pairs too, a slot per exception event.
 """
 
 from __future__ import annotations
@@ -136,6 +137,42 @@ def _pairs(attributes: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray, np.nda
     return names, values, owner, bad
 
 
+_EVENT_SCALARS = ("stringValue", "intValue", "boolValue", "doubleValue", "bytesValue")
+
+
+def _given(values: pa.Array, fields: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(how many of `fields` each value gives, an intValue given that is not short decimal
+    digits) of a struct array of `schema.SCALAR`s."""
+    given = sum(_true(pc.is_valid(pc.struct_field(values, f))).astype(np.int8) for f in fields)
+    ints = pc.struct_field(values, "intValue")
+    bad_int = _true(pc.and_(pc.is_valid(ints),
+                            pc.invert(pc.match_substring_regex(ints, r"^[0-9]{1,18}$"))))
+    return np.asarray(given), bad_int
+
+
+def _exception_pairs(attributes: pa.Array
+                     ) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray]:
+    """As `_pairs`, of exception events' attributes (`schema.EVENT_VALUE`): a pair is good when
+    its value is exactly one scalar of the schema's (an intValue of short decimal digits), or an
+    array of such; every good one `otlp.any_value` reads without a warning. A bytesValue is bad
+    too: the general way takes its base64 text for an exception's type or message, and
+    `_Pairs` reads only a stringValue as text."""
+    pairs = pc.list_flatten(attributes)
+    owner = pc.list_parent_indices(attributes).to_numpy()
+    names = pc.struct_field(pairs, "key")
+    values = pc.struct_field(pairs, "value")
+    arrays = pc.struct_field(pc.struct_field(values, "arrayValue"), "values")
+    given, bad = _given(values, _EVENT_SCALARS)
+    bad |= (given + _true(pc.is_valid(arrays)) != 1) | _true(pc.is_null(names))
+    bad |= _true(pc.is_valid(pc.struct_field(values, "bytesValue")))
+    items = pc.list_flatten(arrays)
+    if len(items):
+        item_given, item_bad = _given(items, _EVENT_SCALARS)
+        item_owner = pc.list_parent_indices(arrays).to_numpy()
+        bad[item_owner[(item_given != 1) | item_bad]] = True
+    return names, values, owner, bad
+
+
 def _kept_pairs(names: pa.Array, values: pa.Array, kept: np.ndarray
                 ) -> tuple[pa.Array, pa.Array]:
     if kept.all():
@@ -158,9 +195,12 @@ class SpanColumns:
     start_ns: np.ndarray
     end_ns: np.ndarray
     status_code: pa.Array  # null when not given
+    status_message: pa.Array  # null when not given
     spans: _Pairs  # attributes, a slot per span
     resources: _Pairs  # resource attributes, a slot per ResourceSpans of the block
     resource: pa.Array  # each span's ResourceSpans
+    exceptions: _Pairs  # attributes of the exception events, a slot per event
+    exception_span: np.ndarray  # each exception event's span, in order
     declined: np.ndarray
     lines: int  # lines in the block
 
@@ -203,6 +243,14 @@ def span_columns(table: pa.Table, declined: np.ndarray | None = None) -> SpanCol
     null_rs = np.flatnonzero(_true(pc.is_null(resource_spans)))
     names, values, owner, bad_pair = _pairs(pc.struct_field(spans, "attributes"))
     bad[owner[bad_pair]] = True
+    # exception events: one whose attributes the general way warns about declines its line
+    events = pc.struct_field(spans, "events")
+    every_event = pc.list_flatten(events)
+    exception = _true(pc.equal(pc.struct_field(every_event, "name"), "exception"))
+    exception_span = pc.list_parent_indices(events).to_numpy()[exception]
+    e_names, e_values, e_owner, e_bad = _exception_pairs(pc.struct_field(
+        every_event.filter(pa.array(exception)), "attributes"))
+    bad[exception_span[e_owner[e_bad]]] = True
     declined_lines = np.zeros(len(lines), dtype=bool)
     if declined is not None:
         declined_lines[declined] = True
@@ -218,6 +266,7 @@ def span_columns(table: pa.Table, declined: np.ndarray | None = None) -> SpanCol
     pair_kept = keep_span[owner]
     r_kept = ~declined_lines[line_of_rs[r_owner]]
     keep = pa.array(keep_span)
+    e_kept = keep_span[exception_span]  # an exception event of a span kept
     every = bool(keep_span.all())  # the usual block: nothing to filter, nothing copied
 
     def kept(array: pa.Array) -> pa.Array:
@@ -225,15 +274,20 @@ def span_columns(table: pa.Table, declined: np.ndarray | None = None) -> SpanCol
 
     parents = kept(parent)
     parents = pc.if_else(pc.equal(parents, ""), pa.scalar(None, pa.string()), parents)
+    status = pc.struct_field(spans, "status")
     return SpanColumns(
         line=line[keep_span], trace_id=kept(trace_id), span_id=kept(span_id),
         parent_span_id=parents, name=kept(pc.struct_field(spans, "name")),
         kind=kept(pc.struct_field(spans, "kind")),
         start_ns=start_ns[keep_span], end_ns=end_ns[keep_span],
-        status_code=kept(pc.struct_field(pc.struct_field(spans, "status"), "code")),
+        status_code=kept(pc.struct_field(status, "code")),
+        status_message=kept(pc.struct_field(status, "message")),
         spans=_Pairs(*_kept_pairs(names, values, pair_kept), renumber[owner[pair_kept]],
                      len(kept_at)),
         resources=_Pairs(*_kept_pairs(r_names, r_values, r_kept), r_owner[r_kept],
                          len(resource_spans)),
         resource=pa.array(rs_of_span[kept_at], type=pa.int64()),
+        exceptions=_Pairs(*_kept_pairs(e_names, e_values, e_kept[e_owner]),
+                          (np.cumsum(e_kept) - 1)[e_owner[e_kept[e_owner]]], int(e_kept.sum())),
+        exception_span=renumber[exception_span[e_kept]],
         declined=np.flatnonzero(declined_lines), lines=len(lines))

@@ -253,21 +253,59 @@ def _tool_arguments(spans: _Spans, at: pa.Array) -> list[pa.Array]:
     return out
 
 
+def _timed_out(texts: pa.Array) -> np.ndarray:
+    """Per text: it holds a timeout's words (`interpret._TIMEOUT`); False where null."""
+    return _true(_each_distinct(texts, lambda t: bool(_TIMEOUT.search(t)), pa.bool_()))
+
+
+def _said(texts: pa.Array) -> pa.Array:
+    """The texts, null where empty (an empty text says nothing, as in `interpret._outcome`)."""
+    return pc.if_else(pc.equal(texts, ""), pa.scalar(None, texts.type), texts)
+
+
+def _exceptions(cols: SpanColumns) -> tuple[np.ndarray, np.ndarray, pa.Array]:
+    """(has an exception event, one of them holds a timeout's words, the last one's words as
+    the detail `interpret._outcome` gives: "type: message", or the one given) of every span.
+    An exception's type and message are its attributes' when they are text, else none."""
+    n = len(cols.start_ns)
+    span = cols.exception_span
+    kind = cols.exceptions.attribute("exception.type").text
+    message = cols.exceptions.attribute("exception.message").text
+    has = np.zeros(n, dtype=bool)
+    has[span] = True
+    timed_out = np.zeros(n, dtype=bool)
+    timed_out[span[_timed_out(kind) | _timed_out(message)]] = True
+    last = span[1:] != span[:-1]  # the events are in their spans' order
+    last = np.append(last, True) if len(span) else last
+    slot = np.full(n, -1, dtype=np.int64)
+    slot[span[last]] = np.flatnonzero(last)
+    index = pa.array(slot, mask=slot < 0)
+    kind, message = _said(kind.take(index)), _said(message.take(index))
+    words = pc.coalesce(pc.binary_join_element_wise(kind, message, ": "), kind, message)
+    return has, timed_out, words
+
+
 def _outcomes(spans: _Spans, at: pa.Array, http_status: pa.Array, http: np.ndarray
               ) -> tuple[pa.Array, pa.Array]:
-    """(outcome, detail) of rows, as `interpret._outcome` (no exception events, no status
-    message: the columnar reader reads neither) and the replayed rule after it."""
+    """(outcome, detail) of rows, as `interpret._outcome` and the replayed rule after it: the
+    detail is the last exception event's words, else the status message, else `error.type`;
+    any of them (and any exception event's) may say the call timed out."""
     error_type = spans.text(("error.type",)).take(at)
-    detail = _each_distinct(error_type, lambda t: redact(t)[:_DETAIL_MAX], pa.string())
-    timed_out = _true(_each_distinct(error_type, lambda t: bool(_TIMEOUT.search(t)),
-                                     pa.bool_()))
+    message = _said(spans.cols.status_message.take(at))
+    has, has_timed_out, words = _exceptions(spans.cols)
+    rows = at.to_numpy()
+    has_exception, exception_timed_out, words = has[rows], has_timed_out[rows], words.take(at)
+    detail = _each_distinct(pc.coalesce(words, message, error_type),
+                            lambda t: redact(t)[:_DETAIL_MAX], pa.string())
+    timed_out = _timed_out(error_type) | _timed_out(message) | exception_timed_out
     code = spans.cols.status_code.take(at)
     failed = _true(pc.equal(code, 2)) | _valid(error_type) | \
         _true(pc.greater_equal(http_status, 400))
     replayed = http & _true(pc.is_in(spans.text(REPLAYED_KEYS).take(at),
                                      pa.array(["true", "True", "1"])))
     ok = _true(pc.equal(code, 1))
-    choice = np.select([ok, timed_out & failed, failed, _valid(http_status)], [0, 1, 2, 0], 3)
+    choice = np.select([ok, timed_out & (failed | has_exception), failed, _valid(http_status)],
+                       [0, 1, 2, 0], 3)
     choice[(choice == 0) & replayed] = 4
     return _OUTCOMES.take(pa.array(choice)), detail
 

@@ -13,13 +13,25 @@ import pyarrow as pa
 ARRAY = pa.struct([("values", pa.list_(pa.struct([("stringValue", pa.string())])))])
 VALUE = pa.struct([("stringValue", pa.string()), ("intValue", pa.string()), ("arrayValue", ARRAY)])
 ATTRIBUTES = pa.list_(pa.struct([("key", pa.string()), ("value", VALUE)]))
-STATUS = pa.struct([("code", pa.int64())])
+# an event's attributes: every scalar type the SDK writes, and arrays of them (a kvlistValue,
+# which the SDK does not write on a span's events, is refused)
+SCALAR = [("stringValue", pa.string()), ("intValue", pa.string()), ("boolValue", pa.bool_()),
+          ("doubleValue", pa.float64()), ("bytesValue", pa.string())]
+EVENT_VALUE = pa.struct([*SCALAR, ("arrayValue", pa.struct([("values", pa.list_(
+    pa.struct(SCALAR)))]))])
+EVENT = pa.struct([
+    ("name", pa.string()), ("timeUnixNano", pa.string()),
+    ("attributes", pa.list_(pa.struct([("key", pa.string()), ("value", EVENT_VALUE)]))),
+    ("droppedAttributesCount", pa.int64()),
+])
+STATUS = pa.struct([("code", pa.int64()), ("message", pa.string())])
 SPAN = pa.struct([
     ("traceId", pa.string()), ("spanId", pa.string()), ("parentSpanId", pa.string()),
     ("name", pa.string()), ("kind", pa.int64()),
     ("startTimeUnixNano", pa.string()), ("endTimeUnixNano", pa.string()),
-    ("status", STATUS), ("attributes", ATTRIBUTES),
+    ("status", STATUS), ("attributes", ATTRIBUTES), ("events", pa.list_(EVENT)),
     ("flags", pa.int64()), ("traceState", pa.string()),  # read past, as the general way does
+    ("droppedEventsCount", pa.int64()),
 ])
 SCOPE = pa.struct([("name", pa.string()), ("version", pa.string())])
 SCOPE_SPANS = pa.struct([("scope", SCOPE), ("schemaUrl", pa.string()),
