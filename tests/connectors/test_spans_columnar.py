@@ -154,7 +154,7 @@ def test_a_line_the_general_way_warns_about_is_declined(tmp_path: Path,
 
 
 @pytest.mark.parametrize("line", [
-    _line(links=[{"traceId": "ab" * 16, "spanId": "ef" * 8}]),  # a field the schema does not hold
+    _line(entityRefs=[{"type": "host"}]),  # a field the schema does not hold
     _line(events=[{"name": "retry", "attributes": [  # an event value the schema does not hold
         {"key": "a", "value": {"kvlistValue": {"values": []}}}]}]),
     _line(kind="3"),  # a value of another type

@@ -85,11 +85,12 @@ def _fail(span: trace.Span, n: int) -> None:
 
 
 def _agent_run(path: Path, calls: int, *, threads: bool = True, roots: bool = False,
-               failures: bool = False) -> None:
+               failures: bool = False, links_too: bool = False) -> None:
     """What an agent's run exports, through the real SDK: tool spans around HTTP attempts (some
     retried, failed, timed out or replayed), queue receives, OpenInference TOOL spans whose call
     id is only in the returned ToolMessage, HTTP spans as trace roots, old and new HTTP semconv,
-    spans of two hosts. `failures`: some tool and HTTP spans carry what `_fail` leaves."""
+    spans of two hosts. `failures`: some tool and HTTP spans carry what `_fail` leaves;
+    `links_too`: queue receives link to their tool span, as messaging instrumentations do."""
     for host in ("worker-a", "worker-b"):
         provider = _provider(path, host)
         tracer = provider.get_tracer("lab.agent")
@@ -142,8 +143,12 @@ def _agent_run(path: Path, calls: int, *, threads: bool = True, roots: bool = Fa
                                               "tool.name": "charge", "output.value": output})
                 inner.end(end_time=at + 20)
             if n % 4 == 1:
+                # a consumer's span links to the span that sent the message (read past)
+                links = [trace.Link(tool.get_span_context(), {
+                    "messaging.operation.type": "receive", "n": n, "first": n == 1,
+                    "lag": 0.25})] if links_too else []
                 receive = tracer.start_span("receive", kind=SpanKind.CONSUMER, start_time=at,
-                                            attributes={
+                                            links=links, attributes={
                                                 "messaging.message.id": f"m-{n}",
                                                 "messaging.gcp_pubsub.message.delivery_attempt":
                                                     1 + n % 2,
@@ -168,6 +173,24 @@ def test_an_agents_spans_read_as_the_per_span_way_reads_them(tmp_path: Path,
     kinds = set(got.rows["kind"])
     assert kinds == {"tool_span", "http_span", "queue_receive"}
     assert got.rows["tool_call_id"].notna().any()
+
+
+def test_links_to_other_spans_are_read_past_on_columns(tmp_path: Path) -> None:
+    """A consumer's links to other spans (attributes of every scalar type) keep the file on
+    columns, and mean nothing to either way."""
+    path = tmp_path / "traces.jsonl"
+    _agent_run(path, 24, links_too=True)
+    assert '"links"' in path.read_text()
+    got = assert_same(path)
+    starts, general = line_starts(path, MAX_VALUES)
+    assert not general and not any(
+        len(span_columns(table).declined) for _, table in span_tables(path, starts))
+    plain = tmp_path / "plain.jsonl"
+    _agent_run(plain, 24)
+    without = connector._columnar(plain, DEFAULT).rows
+    ids = ["trace_id", "span_id", "tool_call_id", "thread_id", "outcome"]
+    assert got.rows["kind"].tolist() == without["kind"].tolist()
+    assert got.rows[ids].isna().equals(without[ids].isna())
 
 
 @pytest.mark.parametrize("shape", [{}, {"roots": True}], ids=["threads", "roots"])
@@ -254,10 +277,13 @@ def _first_span_with(key: str, change: Any) -> Any:
                      lambda span, pair: span.update(events=[{"name": "exception", "attributes": [
                          {"key": "exception.type", "value": {"stringValue": "ValueError"}},
                          {"key": "state", "value": {"kvlistValue": {"values": []}}}]}])),
+    _first_span_with("gen_ai.operation.name",  # a link value the schema does not hold
+                     lambda span, pair: span.update(links=[{
+                         "traceId": span["traceId"], "spanId": span["spanId"], "attributes": [
+                             {"key": "state", "value": {"kvlistValue": {"values": []}}}]}])),
     _first_span_with("gen_ai.operation.name",  # a field the schema does not hold
-                     lambda span, pair: span.update(links=[{"traceId": span["traceId"],
-                                                            "spanId": span["spanId"]}])),
-], ids=["Langfuse", "a kvlist event value", "links"])
+                     lambda span, pair: span.update(entityRefs=[])),
+], ids=["Langfuse", "a kvlist event value", "a kvlist link value", "an unknown field"])
 def test_a_file_the_columns_cannot_read_exactly_is_declined(tmp_path: Path, edit: Any) -> None:
     _declines(_edited(tmp_path, edit))
 

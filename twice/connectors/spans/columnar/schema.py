@@ -24,19 +24,30 @@ EVENT = pa.struct([
     ("attributes", pa.list_(pa.struct([("key", pa.string()), ("value", EVENT_VALUE)]))),
     ("droppedAttributesCount", pa.int64()),
 ])
+# a link to another span (a queue consumer's to its producer): read past, as the general way
+# does, its attributes of any scalar type
+LINK = pa.struct([
+    ("traceId", pa.string()), ("spanId", pa.string()), ("traceState", pa.string()),
+    ("flags", pa.int64()),
+    ("attributes", pa.list_(pa.struct([("key", pa.string()), ("value", EVENT_VALUE)]))),
+    ("droppedAttributesCount", pa.int64()),
+])
 STATUS = pa.struct([("code", pa.int64()), ("message", pa.string())])
 SPAN = pa.struct([
     ("traceId", pa.string()), ("spanId", pa.string()), ("parentSpanId", pa.string()),
     ("name", pa.string()), ("kind", pa.int64()),
     ("startTimeUnixNano", pa.string()), ("endTimeUnixNano", pa.string()),
     ("status", STATUS), ("attributes", ATTRIBUTES), ("events", pa.list_(EVENT)),
-    ("flags", pa.int64()), ("traceState", pa.string()),  # read past, as the general way does
-    ("droppedEventsCount", pa.int64()),
+    # read past, as the general way does
+    ("flags", pa.int64()), ("traceState", pa.string()), ("links", pa.list_(LINK)),
+    ("droppedAttributesCount", pa.int64()), ("droppedEventsCount", pa.int64()),
+    ("droppedLinksCount", pa.int64()),
 ])
 SCOPE = pa.struct([("name", pa.string()), ("version", pa.string())])
 SCOPE_SPANS = pa.struct([("scope", SCOPE), ("schemaUrl", pa.string()),
                          ("spans", pa.list_(SPAN))])
-RESOURCE_SPANS = pa.struct([("resource", pa.struct([("attributes", ATTRIBUTES)])),
+RESOURCE_SPANS = pa.struct([("resource", pa.struct([("attributes", ATTRIBUTES),
+                                                     ("droppedAttributesCount", pa.int64())])),
                             ("schemaUrl", pa.string()),
                             ("scopeSpans", pa.list_(SCOPE_SPANS))])
 LINE = pa.schema([("resourceSpans", pa.list_(RESOURCE_SPANS))])
