@@ -61,6 +61,21 @@ def test_a_document_of_empty_lists_is_bounded(tmp_path: Path, flag: str, mib: in
     assert code == 2 and str(path) in err
 
 
+def test_a_list_of_events_too_big_to_read_whole_says_what_is_read(tmp_path: Path) -> None:
+    """Stripe's list shape on one line, past the 256 MiB a document or a line is read whole:
+    refused, saying to export JSON lines (which a clean events export is streamed as)."""
+    event = (b'{"id":"evt_0","object":"event","type":"charge.succeeded","created":1717424400,'
+             b'"request":{"id":"req_0","idempotency_key":"k"},"data":{"object":{"id":"ch_0",'
+             b'"object":"charge","amount":900,"currency":"usd","status":"succeeded"}}}')
+    path = tmp_path / "events.json"
+    with open(path, "wb") as out:
+        out.write(b'{"object":"list","data":[' + event)
+        out.write((b"," + event) * (257 * 2**20 // (len(event) + 1)))
+        out.write(b"]}")
+    code, _, err = bounded("--stripe-events", str(path))
+    assert code == 2 and "export the records as JSON lines" in err, err
+
+
 def test_a_gigabyte_of_nul_bytes_as_a_request_log_is_bounded(tmp_path: Path) -> None:
     path = tmp_path / "requests.csv"
     with open(path, "wb") as out:  # sparse: no disk, but every byte is read

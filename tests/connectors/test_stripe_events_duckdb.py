@@ -100,6 +100,26 @@ def test_an_export_past_the_size_cap_is_streamed_by_duckdb_and_a_dirty_one_refus
     assert len(stripe_events.load(dirty).rows) == len(events)  # under the cap: Python reads it
 
 
+def test_a_list_too_big_to_read_whole_is_refused_naming_what_is_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stripe's own shape, one list document, is read whole up to `MAX_DOCUMENT_BYTES` (lowered
+    here to stand for a month of events); past it the error says so and names what is read at
+    any size: the same records as JSON lines. (On one line past 256 MiB: tests/cli.)"""
+    from twice.connectors import jsonfile
+
+    events = [_event(i) for i in range(300)]
+    pretty = tmp_path / "events.json"
+    pretty.write_bytes(orjson.dumps({"object": "list", "data": events},
+                                    option=orjson.OPT_INDENT_2))
+    assert len(stripe_events.load(pretty).rows) > 0
+    monkeypatch.setattr(jsonfile, "MAX_DOCUMENT_BYTES", pretty.stat().st_size // 2)
+    with pytest.raises(stripe_events.SourceError, match=r"as one JSON document it is .* "
+                       r"MiB, past the 0 MiB read whole: export the records as JSON lines"):
+        stripe_events.load(pretty)
+    lines = _write(tmp_path / "events.jsonl", events)
+    assert len(stripe_events.load(lines).rows) == len(_python_path(lines).rows) > 0
+
+
 def test_a_file_with_a_nul_byte_is_left_to_the_python_path(tmp_path: Path) -> None:
     """Raw NUL is never JSON text: such a file (sparse, zero-filled) is declined at its first
     chunk, before DuckDB works through it."""

@@ -151,7 +151,17 @@ def json_documents(
             warnings.append(SourceWarning(name, "invalid UTF-8 bytes replaced with U+FFFD"))
             yield name, value
             return
-    yield from parse_lines(name, lines(raw), warnings, bad_lead=MAX_BAD_LEAD)
+    try:
+        yield from parse_lines(name, lines(raw), warnings, bad_lead=MAX_BAD_LEAD)
+    except SourceError as exc:
+        if len(raw) <= MAX_DOCUMENT_BYTES:
+            raise
+        # most likely one document too big to read whole (a month of events in one list): say
+        # so, and what can be read instead
+        raise SourceError(name, f"{exc.reason}; as one JSON document it is "
+                                f"{len(raw) // 2**20:,} MiB, past the "
+                                f"{MAX_DOCUMENT_BYTES // 2**20} MiB read whole: export the "
+                                "records as JSON lines (one record per line)") from None
 
 
 def concatenated(raw: bytes, name: str) -> list[tuple[str, Any]] | None:
