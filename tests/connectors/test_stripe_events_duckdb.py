@@ -100,6 +100,37 @@ def test_an_export_past_the_size_cap_is_streamed_by_duckdb_and_a_dirty_one_refus
     assert len(stripe_events.load(dirty).rows) == len(events)  # under the cap: Python reads it
 
 
+def test_a_stripe_list_is_read_by_duckdb_exactly_as_by_python(tmp_path: Path) -> None:
+    """Stripe's own list shape (what the API and `stripe events list` give), one document,
+    pretty or on one line: read by DuckDB at any size, each event's origin its place in the
+    list, and `has_more` warned of, as the Python path reads it."""
+    events = [_event(i) for i in range(3000)]
+    for name, document, option in (
+            ("pretty.json", {"object": "list", "data": events, "has_more": True,
+                             "url": "/v1/events"}, orjson.OPT_INDENT_2),
+            ("one_line.json", {"object": "list", "data": events, "has_more": False}, None)):
+        path = tmp_path / name
+        path.write_bytes(orjson.dumps(document, option=option))
+        fast = stripe_events_duckdb.load(path, str(path), min_bytes=0)
+        assert fast is not None
+        _same(fast, _python_path(path))
+        assert fast.rows["origin"].iloc[-1] == f"{path}:data[2999]"
+        assert any("more pages" in w.detail for w in fast.warnings) == (name == "pretty.json")
+
+
+@pytest.mark.parametrize("document", [
+    b'{"object": "list", "data": [%s, %s]}\n{"object": "list", "data": [%s]}\n',  # pages
+    b'{"object": "list", "data": [%s, %s, {"object": "customer", "id": "cus_1"}, %s]}',
+    b'{"object": "list", "data": [%s, %s, %s], "object": "event"}',  # a key given twice
+    b'{"object": "list", "items": [%s, %s, %s]}',
+], ids=["two pages", "not an event", "a key twice", "no data"])
+def test_a_list_the_query_cannot_read_exactly_is_left_to_the_python_path(
+        tmp_path: Path, document: bytes) -> None:
+    path = tmp_path / "events.json"
+    path.write_bytes(document % tuple(orjson.dumps(_event(i)) for i in range(3)))
+    assert stripe_events_duckdb.load(path, str(path), min_bytes=0) is None
+
+
 def test_a_list_too_big_to_read_whole_is_refused_naming_what_is_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Stripe's own shape, one list document, is read whole up to `MAX_DOCUMENT_BYTES` (lowered

@@ -261,6 +261,9 @@ def parse_documents(documents: Iterable[tuple[str, Any]], origin: str) -> LoadRe
     return LoadResult(source=name, rows=from_columns(columns, len(rows)), warnings=warnings)
 
 
+MORE_PAGES = "list has more pages (has_more: true): events past the last one are missing"
+
+
 def _summarise(
     origin: str,
     warnings: list[SourceWarning],
@@ -286,8 +289,7 @@ def _summarise(
             origin, f"{count} event(s) with {why}: their idempotency key is unknown, "
             "not absent"))
     if more_pages:
-        warnings.append(SourceWarning(
-            origin, "list has more pages (has_more: true): events past the last one are missing"))
+        warnings.append(SourceWarning(origin, MORE_PAGES))
 
 
 def parse_events(payload: Any, origin: str) -> LoadResult:

@@ -52,26 +52,9 @@ CREATE TEMP MACRO bad_txt(v) AS CASE WHEN v IS NULL THEN FALSE WHEN v = '' THEN 
 -- its id leaf: json_extract, not `->` (inside a macro an arrow reads as a lambda)
 CREATE TEMP MACRO id_leaf(j) AS CASE json_type(j) WHEN 'OBJECT' THEN json_extract(j, '$.id')
     ELSE j END;
-WITH ev AS (
-  -- text fields typed as VARCHAR (read without building JSON values); fields whose JSON type
-  -- decides what they mean (a time, a flag, an object or an id) kept as JSON leaves
-  SELECT object, id, type, created, livemode,
-         request.id AS request_id, request.idempotency_key AS request_key,
-         request IS NULL AS no_request, data.object AS obj
-  FROM read_json($path, format = 'newline_delimited', maximum_object_size = 268435456,
-                 columns = {object: 'VARCHAR', id: 'VARCHAR', type: 'VARCHAR', created: 'JSON',
-                            livemode: 'JSON',
-                            request: 'STRUCT(id VARCHAR, idempotency_key VARCHAR)',
-                            data: 'STRUCT(object STRUCT(id VARCHAR, object VARCHAR,
-                              customer JSON, amount VARCHAR, currency VARCHAR, status VARCHAR,
-                              last_payment_error JSON, metadata JSON,
-                              cancellation_reason VARCHAR, failure_message VARCHAR,
-                              failure_reason VARCHAR, description VARCHAR, payment_intent JSON,
-                              invoice JSON, subscription JSON,
-                              parent STRUCT(subscription_details STRUCT(subscription JSON)),
-                              payment STRUCT(payment_intent JSON, charge JSON)))'})
-), cols AS (
+{events}, cols AS (
   SELECT object, id, type, created, json_type(created) AS created_type, livemode, no_request,
+         more,
          request_id, request_key, obj IS NULL AS no_obj,
          obj.id AS obj_id, obj.object AS obj_object,
          obj.amount AS amount, obj.currency AS obj_currency, obj.status AS status,
@@ -123,6 +106,7 @@ SELECT
   CASE json_type(livemode) WHEN 'BOOLEAN' THEN CAST(livemode AS BOOLEAN) END AS livemode,
   nullif(array_to_string(parents, ','), '') AS belongs_to,
   CASE WHEN request_id IS NOT NULL THEN 'api' ELSE 'automatic' END AS initiator,
+  more,
   -- unknown (NULL) counts as unusual: only rows every check clears are read here
   coalesce(object IS DISTINCT FROM 'event'
    OR id IS NULL OR bad_txt(id) OR type IS NULL OR maybe_not_text(type)
@@ -161,8 +145,49 @@ _SQL = _SQL.replace("{bad_refs}", " OR ".join(
     f"{n}_bad" if n == "customer" else f"{n}_bad OR coalesce(contains({n}_ref, ','), FALSE)"
     for n in _REFS))
 _MACROS, _QUERY = _SQL.replace("{ws}", "".join(map(chr, _WS_CODES)).replace("'", "''")).split(
-    "WITH ev AS", 1)
-_QUERY = "WITH ev AS" + _QUERY
+    "{events}", 1)
+_QUERY = "{events}" + _QUERY
+# the fields of an event the query reads: text typed as VARCHAR (read without building JSON
+# values); fields whose JSON type decides what they mean (a time, a flag, an object or an id)
+# kept as JSON leaves
+_EVENT_FIELDS = (
+    ("object", "VARCHAR"), ("id", "VARCHAR"), ("type", "VARCHAR"), ("created", "JSON"),
+    ("livemode", "JSON"), ("request", "STRUCT(id VARCHAR, idempotency_key VARCHAR)"),
+    ("data", "STRUCT(object STRUCT(id VARCHAR, object VARCHAR, customer JSON, amount VARCHAR, "
+             "currency VARCHAR, status VARCHAR, last_payment_error JSON, metadata JSON, "
+             "cancellation_reason VARCHAR, failure_message VARCHAR, failure_reason VARCHAR, "
+             "description VARCHAR, payment_intent JSON, invoice JSON, subscription JSON, "
+             "parent STRUCT(subscription_details STRUCT(subscription JSON)), "
+             "payment STRUCT(payment_intent JSON, charge JSON)))"),
+)
+# JSON lines: an event a line
+_LINES = """WITH ev AS (
+  SELECT object, id, type, created, livemode,
+         request.id AS request_id, request.idempotency_key AS request_key,
+         request IS NULL AS no_request, data.object AS obj, FALSE AS more
+  FROM read_json($path, format = 'newline_delimited', maximum_object_size = 268435456,
+                 columns = {FIELDS})
+)""".replace("FIELDS", ", ".join(f"{name}: '{kind}'" for name, kind in _EVENT_FIELDS))
+# Stripe's list shape, one document: {"object": "list", "data": [events], "has_more": ...},
+# read as one record (DuckDB holds the document while it parses it) and its events unnested in
+# their order; anything but one list makes every event unusual (`object` null). `more`: the
+# list says it has more pages, as the Python path warns
+_LIST = """WITH doc AS (
+  SELECT object AS doc_object, has_more, data AS events, row_number() OVER () AS doc_n
+  FROM read_json($path, format = 'unstructured', records = true,
+                 maximum_object_size = {size},
+                 columns = {object: 'VARCHAR', has_more: 'JSON', data: 'STRUCT(FIELDS)[]'})
+), items AS (
+  SELECT unnest(events) AS e, doc_object, doc_n,
+         coalesce(json_type(has_more) = 'BOOLEAN' AND CAST(has_more AS BOOLEAN), FALSE) AS more
+  FROM doc
+), ev AS (
+  SELECT CASE WHEN doc_object = 'list' AND doc_n = 1 THEN e.object END AS object,
+         e.id AS id, e.type AS type, e.created AS created, e.livemode AS livemode,
+         e.request.id AS request_id, e.request.idempotency_key AS request_key,
+         e.request IS NULL AS no_request, e.data.object AS obj, more
+  FROM items
+)""".replace("FIELDS", ", ".join(f"{name} {kind}" for name, kind in _EVENT_FIELDS))
 
 _TEXT = ("event_id", "event_type", "request_id", "idempotency_key", "object_id", "object_type",
          "subject", "currency", "outcome", "belongs_to", "initiator")
@@ -172,12 +197,13 @@ def load(path: Path, origin: str, min_bytes: int = MIN_BYTES) -> LoadResult | No
     """`stripe_events.load` of a file this path can read exactly, else None."""
     from twice.connectors.provider import stripe_events as se
 
-    table = _read(path, EARLIEST.timestamp(), LATEST.timestamp(), min_bytes)
-    if table is None:
+    read = _read(path, EARLIEST.timestamp(), LATEST.timestamp(), min_bytes)
+    if read is None:
         return None
+    table, listed = read
     n = table.num_rows
     try:
-        columns = _columns(table, str(path))
+        columns = _columns(table, str(path), listed)
         if columns is None:
             return None
         columns.update(source=_repeat(se.name, n), kind=_repeat(Kind.PROVIDER_EVENT.value, n))
@@ -190,6 +216,8 @@ def load(path: Path, origin: str, min_bytes: int = MIN_BYTES) -> LoadResult | No
         warnings.append(SourceWarning(
             origin, f"file mixes live-mode ({modes[True]}) and test-mode ({modes[False]}) "
             "events; kept all"))
+    if listed and table.column("more")[0].as_py():
+        warnings.append(SourceWarning(origin, se.MORE_PAGES))
     return LoadResult(source=se.name, rows=rows, warnings=warnings)
 
 
@@ -199,21 +227,34 @@ def _repeat(text: str, n: int) -> Any:
     return pa.repeat(pa.scalar(text, pa.large_string()), n)
 
 
-def _read(path: Path, earliest_s: float, latest_s: float, min_bytes: int) -> Any | None:
-    """The query's Arrow table for a JSON-lines file this path can read exactly, else None."""
+def _is_list(path: Path) -> bool:
+    """Whether the file starts as Stripe's list shape: `{"object": "list"` (whitespace aside)."""
+    with path.open("rb") as fh:
+        head = fh.read(4096)
+    return b"".join(head.split()).startswith(b'{"object":"list"')
+
+
+def _read(path: Path, earliest_s: float, latest_s: float, min_bytes: int
+          ) -> tuple[Any, bool] | None:
+    """(the query's Arrow table, whether the file is one list) for a file of JSON lines or a
+    Stripe list this path can read exactly, else None."""
     try:
-        if path.stat().st_size < min_bytes:
+        size = path.stat().st_size
+        if size < min_bytes:
             return None
         lines = _lines(path)
+        listed = _is_list(path)
         import duckdb
     except (OSError, ImportError):
         return None
-    if lines < 2:
+    if lines < 2 and not (listed and lines >= 0):
         return None
+    query = _QUERY.replace("{events}", _LIST.replace("{size}", str(size + 1)) if listed
+                           else _LINES)
     try:
         con = duckdb.connect()
         con.execute(_MACROS)
-        rel = con.sql(_QUERY, params={
+        rel = con.sql(query, params={
             "path": str(path), "earliest": int(earliest_s), "latest": int(latest_s)})
         # `to_arrow_table` in DuckDB 2, `arrow` before it
         table = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
@@ -222,7 +263,7 @@ def _read(path: Path, earliest_s: float, latest_s: float, min_bytes: int) -> Any
         # a line DuckDB cannot read (or hands back as invalid UTF-8): the Python path says
         # which, line by line
         return None
-    if table.num_rows < 2 or table.num_rows != lines:
+    if table.num_rows < 2 or (not listed and table.num_rows != lines):
         return None  # one document, or blank lines (DuckDB skips them: rows are not lines)
     import pyarrow.compute as pc
 
@@ -230,7 +271,7 @@ def _read(path: Path, earliest_s: float, latest_s: float, min_bytes: int) -> Any
         return None
     if pc.count_distinct(table.column("event_id")).as_py() != table.num_rows:
         return None
-    return table
+    return table, listed
 
 
 # Byte strings the Python path refuses where DuckDB may not: escaped surrogates (orjson rejects
@@ -263,7 +304,7 @@ def _lines(path: Path) -> int:
     return count + (tail[-1:] not in (b"\n", b""))
 
 
-def _columns(table: Any, name: str) -> dict[str, Any] | None:
+def _columns(table: Any, name: str, listed: bool = False) -> dict[str, Any] | None:
     """Timeline columns (`from_columns` input) from the query's table, as Arrow arrays where
     they can stay Arrow; None when a metadata value is not text (the Python path would see the
     original number, not DuckDB's). Python touches only the rows with metadata or a detail."""
@@ -278,10 +319,12 @@ def _columns(table: Any, name: str) -> dict[str, Any] | None:
     currency = pc.dictionary_encode(table.column("currency")).combine_chunks()
     lower = pa.array([c.lower() for c in currency.dictionary.to_pylist()], pa.large_string())
     cols["currency"] = lower.take(currency.indices)
-    cols["origin"] = pc.binary_join_element_wise(
-        pa.scalar(f"{name}:", pa.large_string()),
-        pc.cast(pa.array(np.arange(1, n + 1)), pa.large_string()),
-        pa.scalar("", pa.large_string()))
+    # where each event is: its line, or its place in the list (as the Python path names them)
+    cols["origin"] = pc.binary_join_element_wise(  # (the last argument is the separator)
+        pa.scalar(f"{name}:data[" if listed else f"{name}:", pa.large_string()),
+        pc.cast(pa.array(np.arange(0, n) if listed else np.arange(1, n + 1)),
+                pa.large_string()),
+        pa.scalar("]" if listed else "", pa.large_string()), pa.scalar("", pa.large_string()))
     cols["key_recorded"] = np.ones(n, dtype=np.int64)  # every line's `request` is an object
     cols["livemode"] = pc.cast(table.column("livemode"), pa.int64())  # 1 live, 0 test
     detail: list[str | None] = [None] * n
