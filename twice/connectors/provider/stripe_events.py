@@ -298,8 +298,8 @@ def parse_events(payload: Any, origin: str) -> LoadResult:
 
 
 def load(target: str | Path, max_bytes: int = MAX_FILE_BYTES) -> LoadResult:
-    """Rows of a Stripe events file. A big clean JSON-lines export is read by DuckDB, which
-    streams it: no size cap. Any other file is read whole by the Python path, so one past
+    """Rows of a Stripe events file. A big clean export (JSON lines, or one list) is read by
+    DuckDB: no size cap. Any other file is read whole by the Python path, so one past
     `max_bytes` is one clear error, before that reader starts."""
     path = Path(target)
     origin = redact(str(path))

@@ -1,4 +1,5 @@
-"""The fast path of `stripe_events.load` for big JSON-lines exports: DuckDB's read_json.
+"""The fast path of `stripe_events.load` for big exports, JSON lines or one Stripe list
+(`{"object": "list", "data": [...]}`): DuckDB's read_json.
 
 DuckDB parses the lines and pulls out the columns in C++ on every core; at a million events it
 takes about 60% of the CPU time, half the memory and two thirds of the wall time of the orjson +
@@ -7,9 +8,10 @@ rows must be exactly what the Python path makes, so this path only answers for f
 read exactly, and checks that in the same query: every line one Event object with a string id
 and type, integer `created` in range, `request` and `data.object` objects, ids and other text
 already trimmed, integer amounts, no duplicate event id, no blank line (line numbers are the
-rows' locators). For anything else it returns None and the caller takes the Python path, which
-says what is wrong record by record. Metadata (canonical JSON, thread/tool-call ids) and the
-`detail` text are finished in Python, on the rows that have them.
+rows' locators; in a list, each event's place is). A list is parsed as one document, on one
+thread, and held whole while it is. For anything else it returns None and the caller takes the
+Python path, which says what is wrong record by record. Metadata (canonical JSON,
+thread/tool-call ids) and the `detail` text are finished in Python, on the rows that have them.
 """
 
 from __future__ import annotations
