@@ -249,7 +249,7 @@ def _read(path: Path, earliest_s: float, latest_s: float, min_bytes: int
         import duckdb
     except (OSError, ImportError):
         return None
-    if lines < 2 and not (listed and lines >= 0):
+    if lines < 0 or (lines < 2 and not listed):  # a refused token, or one line of lines
         return None
     query = _QUERY.replace("{events}", _LIST.replace("{size}", str(size + 1)) if listed
                            else _LINES)
