@@ -249,6 +249,20 @@ def test_mutated_events_are_read_exactly_or_declined(tmp_path_factory: pytest.Te
         _same(fast, _python_path(path))
 
 
+@fuzz_settings(30)
+@given(events=mutated_records(EVENTS), spare=st.integers(0, 3), more=st.booleans())
+def test_mutated_events_in_a_list_are_read_exactly_or_declined(
+        tmp_path_factory: pytest.TempPathFactory, events: list[Any], spare: int,
+        more: bool) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "events.json"
+    records = [_event(i) for i in range(spare)] + events
+    path.write_bytes(b'{"object": "list", "data": [' + b",".join(json_text(r) for r in records)
+                     + b'], "has_more": ' + (b"true" if more else b"false") + b"}")
+    fast = stripe_events_duckdb.load(path, str(path), min_bytes=0)
+    if fast is not None:
+        _same(fast, _python_path(path))
+
+
 def test_the_whitespace_it_checks_is_what_python_strips() -> None:
     import sys
 
