@@ -196,8 +196,7 @@ def investigation_title(group: Group, found: SweepGroup) -> str:
     evidence does not give is left out, never written "unknown"; no hash or id names it (the
     sweep's id is among the investigation's tags)."""
     named = next((d for d in group.duplicates if d.layer == group.worst_layer), None)
-    second = next((r for r in group.records
-                   if named is not None and str(r["attempt_id"]) == named.second), {})
+    second = group.record(named.second) if named is not None else {}
     parts = [
         found.customer or "",
         _amount_words(second),
