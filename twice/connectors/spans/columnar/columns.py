@@ -117,19 +117,33 @@ def _texts(lists: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(lists.offsets, flat, mask=lists.is_null())
 
 
-def _pairs(attributes: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray]:
-    """(names, values, owner, bad pair) of a list column of OTLP KeyValues: a pair is bad when
-    its value is not exactly one of the types the schema reads, or not one the fast way reads."""
+def _flat(attributes: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray, pa.Array]:
+    """(names, values, owner, pairs without a key, array values' items) of a list column of
+    OTLP KeyValues, one pair a row: what `_pairs` and `_exception_pairs` judge."""
     pairs = pc.list_flatten(attributes)
     owner = pc.list_parent_indices(attributes).to_numpy()
     names = pc.struct_field(pairs, "key")
     values = pc.struct_field(pairs, "value")
-    texts, ints = pc.struct_field(values, "stringValue"), pc.struct_field(values, "intValue")
     arrays = pc.struct_field(pc.struct_field(values, "arrayValue"), "values")
-    given = sum(_true(pc.is_valid(v)).astype(np.int8) for v in (texts, ints, arrays))
-    bad = (given != 1) | _true(pc.is_null(names))
-    bad |= _true(pc.and_(pc.is_valid(ints),
-                         pc.invert(pc.match_substring_regex(ints, r"^[0-9]{1,18}$"))))
+    return names, values, owner, _true(pc.is_null(names)), arrays
+
+
+def _given(values: pa.Array, fields: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(how many of `fields` each value gives, an intValue given that is not short decimal
+    digits) of a struct array of OTLP AnyValues."""
+    given = sum(_true(pc.is_valid(pc.struct_field(values, f))).astype(np.int8) for f in fields)
+    ints = pc.struct_field(values, "intValue")
+    bad_int = _true(pc.and_(pc.is_valid(ints),
+                            pc.invert(pc.match_substring_regex(ints, r"^[0-9]{1,18}$"))))
+    return np.asarray(given), bad_int
+
+
+def _pairs(attributes: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray]:
+    """(names, values, owner, bad pair) of a list column of OTLP KeyValues: a pair is bad when
+    its value is not exactly one of the types the schema reads, or not one the fast way reads."""
+    names, values, owner, bad, arrays = _flat(attributes)
+    given, bad_int = _given(values, ("stringValue", "intValue"))
+    bad |= (given + _true(pc.is_valid(arrays)) != 1) | bad_int
     holding = pc.struct_field(pc.list_flatten(arrays), "stringValue")
     if holding.null_count:  # an array value holding something other than strings
         item_owner = pc.list_parent_indices(arrays).to_numpy()
@@ -140,16 +154,6 @@ def _pairs(attributes: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray, np.nda
 _EVENT_SCALARS = ("stringValue", "intValue", "boolValue", "doubleValue", "bytesValue")
 
 
-def _given(values: pa.Array, fields: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """(how many of `fields` each value gives, an intValue given that is not short decimal
-    digits) of a struct array of `schema.SCALAR`s."""
-    given = sum(_true(pc.is_valid(pc.struct_field(values, f))).astype(np.int8) for f in fields)
-    ints = pc.struct_field(values, "intValue")
-    bad_int = _true(pc.and_(pc.is_valid(ints),
-                            pc.invert(pc.match_substring_regex(ints, r"^[0-9]{1,18}$"))))
-    return np.asarray(given), bad_int
-
-
 def _exception_pairs(attributes: pa.Array
                      ) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray]:
     """As `_pairs`, of exception events' attributes (`schema.EVENT_VALUE`): a pair is good when
@@ -157,13 +161,9 @@ def _exception_pairs(attributes: pa.Array
     array of such; every good one `otlp.any_value` reads without a warning. A bytesValue is bad
     too: the general way takes its base64 text for an exception's type or message, and
     `_Pairs` reads only a stringValue as text."""
-    pairs = pc.list_flatten(attributes)
-    owner = pc.list_parent_indices(attributes).to_numpy()
-    names = pc.struct_field(pairs, "key")
-    values = pc.struct_field(pairs, "value")
-    arrays = pc.struct_field(pc.struct_field(values, "arrayValue"), "values")
-    given, bad = _given(values, _EVENT_SCALARS)
-    bad |= (given + _true(pc.is_valid(arrays)) != 1) | _true(pc.is_null(names))
+    names, values, owner, bad, arrays = _flat(attributes)
+    given, bad_int = _given(values, _EVENT_SCALARS)
+    bad |= (given + _true(pc.is_valid(arrays)) != 1) | bad_int
     bad |= _true(pc.is_valid(pc.struct_field(values, "bytesValue")))
     items = pc.list_flatten(arrays)
     if len(items):
