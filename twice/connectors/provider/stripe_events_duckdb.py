@@ -175,14 +175,13 @@ _LINES = """WITH ev AS (
 # their order; anything but one list makes every event unusual (`object` null). `more`: the
 # list says it has more pages, as the Python path warns
 _LIST = """WITH doc AS (
-  SELECT object AS doc_object, has_more, data AS events, row_number() OVER () AS doc_n
+  SELECT object AS doc_object, data AS events, row_number() OVER () AS doc_n,
+         coalesce(json_type(has_more) = 'BOOLEAN' AND CAST(has_more AS BOOLEAN), FALSE) AS more
   FROM read_json($path, format = 'unstructured', records = true,
                  maximum_object_size = {size},
                  columns = {object: 'VARCHAR', has_more: 'JSON', data: 'STRUCT(FIELDS)[]'})
 ), items AS (
-  SELECT unnest(events) AS e, doc_object, doc_n,
-         coalesce(json_type(has_more) = 'BOOLEAN' AND CAST(has_more AS BOOLEAN), FALSE) AS more
-  FROM doc
+  SELECT unnest(events) AS e, doc_object, doc_n, more FROM doc
 ), ev AS (
   SELECT CASE WHEN doc_object = 'list' AND doc_n = 1 THEN e.object END AS object,
          e.id AS id, e.type AS type, e.created AS created, e.livemode AS livemode,
