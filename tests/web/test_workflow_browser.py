@@ -51,11 +51,25 @@ def browser() -> Iterator[Any]:
         yield b
 
 
+# The list's items' texts, read in one go, once the refunded retry is among them and no item
+# is left from the run before; else false (wait_for_function asks again).
+_ITEMS_JS = """() => {
+  const items = [...document.querySelectorAll("[class*='st-key-incident-']")];
+  if (items.some(e => e.closest('[data-stale="true"]'))) return false;
+  const texts = items.map(e => e.innerText);
+  return texts.some(t => t.split('\\n')[0].trim() === 'Refunded retry') ? texts : false;
+}"""
+
+
 def _items(page: Any) -> dict[str, str]:
-    """The incidents list's items (a link, then one line) by title, in the order shown."""
+    """The incidents list's items (a link, then one line) by title, in the order shown.
+
+    The list is read in one step in the page once the refunded retry shows in it: reading the
+    items one by one from here could meet the list halfway through a redraw (the whole page
+    runs again when the samples' import ends), which once read a list without it."""
     page.get_by_role("link", name="Refunded retry").first.wait_for(timeout=90_000)
     samples_in(page)  # the list redraws itself until the samples are in: read it after
-    texts = page.locator("[class*='st-key-incident-']").all_inner_texts()
+    texts = page.wait_for_function(_ITEMS_JS, timeout=60_000, polling=100).json_value()
     return {t.split("\n")[0].strip(): " ".join(t.split()) for t in texts}
 
 
