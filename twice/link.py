@@ -138,12 +138,12 @@ def link_agent_side(timeline: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame,
     none = pd.DataFrame({"at_raw": pd.Series([], dtype="datetime64[ns, UTC]"),
                          "initiator": pd.Series([], dtype=object)})
     aligned, offsets, _ = align(timeline, none, pd.DataFrame(columns=HTTP_COLS))
+    # normalized (`normalize`) and sorted by time and id; the two steps below write text
+    # values and a flag, never a time, an attempt id or a missing value: it stays so
     att = agent_attempts(aligned)
     _link_derived_keys(att, timeline)
-    att["at"] = pd.to_datetime(att["at"], utc=True)
     _fill_threads(att, aligned)
-    att = normalize(att)
-    return sort_by_time_and_id(att), aligned, offsets
+    return att, aligned, offsets
 
 
 def _span_positions(http: pd.DataFrame, span_ids: pd.Series) -> np.ndarray:

@@ -118,6 +118,62 @@ def test_a_stripe_list_is_read_by_duckdb_exactly_as_by_python(tmp_path: Path) ->
         assert any("more pages" in w.detail for w in fast.warnings) == (name == "pretty.json")
 
 
+@pytest.mark.parametrize("head, tail, more", [
+    (b'{"object": "list", "data": ', b', "has_more": true, "url": "/v1/events"}', True),
+    (b'{"url": "/v1/events?x=[", "object" : "list",\n  "data":', b'}\n', False),
+    (b'{"object": "list", "data": ', b', "url": "/v1/events?after=]", "has_more": false}',
+     False),
+], ids=["stripe's order", "data last", "a bracket in the tail"])
+def test_a_lists_events_are_streamed_from_between_the_ends_of_its_data(
+        tmp_path: Path, head: bytes, tail: bytes, more: bool) -> None:
+    """The `data` array's ends are found from the list's head and tail, whatever the keys'
+    order, and the events between them are read as an array streamed through a pipe: the
+    Python path's rows and warnings, and no writer left behind."""
+    import threading
+
+    path = tmp_path / "events.json"
+    data = orjson.dumps([_event(i) for i in range(3000)], option=orjson.OPT_INDENT_2)
+    path.write_bytes(head + data + tail)
+    start, end, said_more = stripe_events_duckdb._data_span(path, path.stat().st_size)
+    assert (start, end + 1, said_more) == (len(head), len(head) + len(data), more)
+    fast = stripe_events_duckdb.load(path, str(path), min_bytes=0)
+    assert fast is not None
+    _same(fast, _python_path(path))
+    assert not [t for t in threading.enumerate() if t.name == "twice-events-pipe"]
+
+
+@pytest.mark.parametrize("document", [
+    b'{"object": "list", "has_more": {"pages": 2}, "data": []}',  # an object before data
+    b'{"object": "list", "data": {}}',
+    b'{"object": "list", "data": [], "has_more": false, "has_more": true}',  # a key twice
+    b'{"object": "list", "data": [], "has_more": NaN}',  # not JSON
+    b'{"object": "event", "data": []}',
+    b'["object", "list", "data", []]',
+], ids=["object before", "data not an array", "key twice", "not json", "no list", "array"])
+def test_a_list_whose_data_ends_are_not_certain_has_no_span(tmp_path: Path,
+                                                           document: bytes) -> None:
+    path = tmp_path / "events.json"
+    path.write_bytes(document)
+    assert stripe_events_duckdb._data_span(path, path.stat().st_size) is None
+
+
+def test_a_pipe_no_one_reads_lets_its_writer_go(tmp_path: Path) -> None:
+    """A query that fails before DuckDB opens the pipe, or stops reading it early (an element
+    that is no event, past the pipe's buffer): the writer thread ends all the same."""
+    import threading
+    import time
+
+    events = [_event(i) for i in range(3000)]
+    path = tmp_path / "events.json"
+    path.write_bytes(b'{"object": "list", "data": [' + b",".join(
+        orjson.dumps(e) for e in [*events[:10], 7, *events[10:]]) + b"]}")  # 1 MB past the 7
+    with stripe_events_duckdb._piped(path, 0, path.stat().st_size - 1):
+        time.sleep(0.5)  # no reader comes, and the writer waits in its open meanwhile
+    assert stripe_events_duckdb.load(path, str(path), min_bytes=0) is None
+    assert not [t for t in threading.enumerate() if t.name == "twice-events-pipe"]
+    assert len(stripe_events.load(path).rows) == len(events)  # the Python path skips the 7
+
+
 @pytest.mark.parametrize("document", [
     b'{"object": "list", "data": [%s, %s]}\n{"object": "list", "data": [%s]}\n',  # pages
     b'{"object": "list", "data": [%s, %s, {"object": "customer", "id": "cus_1"}, %s]}',

@@ -61,7 +61,13 @@ def running_app(env: dict[str, str]) -> Iterator[str]:
                     out = log.read().decode(errors="replace")
                     raise RuntimeError(f"streamlit did not start:\n{out}") from None
                 time.sleep(0.3)
-        yield url
+        try:
+            yield url
+        except BaseException:  # a failing test: what the server said is printed beside it
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 20_000))
+            print("streamlit's log (its end):\n" + log.read().decode(errors="replace"))
+            raise
     finally:
         proc.terminate()
         proc.wait(timeout=20)
@@ -156,6 +162,22 @@ def samples_in(page: Any, timeout: float = 300_000) -> None:
     page.wait_for_function("() => !document.body.innerText.includes("
                            "'Analysing the bundled samples')", timeout=timeout, polling=200)
     settled(page)
+
+
+def investigate_in_browser(page: Any, timeout: float = 180_000) -> None:
+    """Click the live form's Investigate once the page has settled, and wait for the verdict;
+    if none comes, fail saying what the page shows (an error, a form still waiting) instead of
+    a bare timeout."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    settled(page)
+    page.get_by_role("button", name="Investigate").click()
+    try:
+        page.locator("[id='verdict']").first.wait_for(timeout=timeout)
+    except PlaywrightTimeout:
+        shown = page.locator("body").inner_text()
+        raise AssertionError(f"no verdict {timeout / 1000:.0f} s after Investigate; the page "
+                             f"shows:\n{shown[-4000:]}") from None
 
 
 def settled(page: Any, timeout: float = 60_000) -> None:

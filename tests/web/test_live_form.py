@@ -29,7 +29,7 @@ import streamlit as st
 from psycopg.conninfo import conninfo_to_dict
 from streamlit.testing.v1 import AppTest
 
-from tests.web.conftest import ROOT, chromium, running_app, samples_in
+from tests.web.conftest import ROOT, chromium, investigate_in_browser, running_app, samples_in
 from twice.lab.scenarios import run_scenario_with_server
 from twice.lab.trace_server import TraceServer
 from twice.store import open_store
@@ -278,8 +278,7 @@ def test_an_uploaded_checkpoints_file_is_read(lab: Lab, tmp_path: Path) -> None:
         uploader.locator("input[type='file']").set_input_files(
             str(lab.folder / "checkpoints.sqlite"))
         uploader.get_by_text("checkpoints.sqlite").wait_for(timeout=60_000)
-        page.get_by_role("button", name="Investigate").click()
-        page.locator("[id='verdict']").first.wait_for(timeout=180_000)
+        investigate_in_browser(page)
         assert "step_retry" in page.locator("body").inner_text()
     (saved,) = [s for s in open_store(str(store)).list() if s.title.startswith("Live:")]
     assert "checkpoints" in saved.sources and "partial" not in saved.tags

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.connectors.test_langsmith_live import LS_KEY, STRIPE_KEY, Store, traced  # noqa: F401
-from tests.web.conftest import choose, chromium, running_app, samples_in
+from tests.web.conftest import choose, chromium, investigate_in_browser, running_app, samples_in
 from twice.store import open_store
 from twice.web.forms import KEY_LABEL, PUBLIC_KEY_LABEL, TRACE_BACKENDS, trace_target
 
@@ -45,8 +45,7 @@ def _investigate(page: Any, url: str, customer: str, address: str, key: str, *,
         public = page.get_by_label(PUBLIC_KEY_LABEL)
         assert public.get_attribute("type") == "password"
         public.fill(public_key)
-    page.get_by_role("button", name="Investigate").click()
-    page.locator("[id='verdict']").first.wait_for(timeout=180_000)
+    investigate_in_browser(page)
     page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)
     return str(page.locator("body").inner_text())
 

@@ -8,14 +8,23 @@ rows must be exactly what the Python path makes, so this path only answers for f
 read exactly, and checks that in the same query: every line one Event object with a string id
 and type, integer `created` in range, `request` and `data.object` objects, ids and other text
 already trimmed, integer amounts, no duplicate event id, no blank line (line numbers are the
-rows' locators; in a list, each event's place is). A list is parsed as one document, on one
-thread, and held whole while it is. For anything else it returns None and the caller takes the
+rows' locators; in a list, each event's place is). A list's `data` array is found by its two
+ends and streamed to DuckDB through a named pipe as an array of its own (`_data_span`,
+`_piped`); a list whose ends are not found so is parsed as one document, on one thread, and
+held whole while it is. For anything else it returns None and the caller takes the
 Python path, which says what is wrong record by record. Metadata (canonical JSON,
 thread/tool-call ids) and the `detail` text are finished in Python, on the rows that have them.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -162,18 +171,20 @@ _EVENT_FIELDS = (
              "parent STRUCT(subscription_details STRUCT(subscription JSON)), "
              "payment STRUCT(payment_intent JSON, charge JSON)))"),
 )
-# JSON lines: an event a line
-_LINES = """WITH ev AS (
+# an event a record: JSON lines (an event a line), or a list's `data` array read as an array
+# of its own (`_piped`); `more`: the list says it has more pages, as the Python path warns
+_RECORDS = """WITH ev AS (
   SELECT object, id, type, created, livemode,
          request.id AS request_id, request.idempotency_key AS request_key,
-         request IS NULL AS no_request, data.object AS obj, FALSE AS more
-  FROM read_json($path, format = 'newline_delimited', maximum_object_size = 268435456,
+         request IS NULL AS no_request, data.object AS obj, {more} AS more
+  FROM read_json($path, format = '{format}', maximum_object_size = 268435456,
                  columns = {FIELDS})
 )""".replace("FIELDS", ", ".join(f"{name}: '{kind}'" for name, kind in _EVENT_FIELDS))
+_LINES = _RECORDS.replace("{format}", "newline_delimited").replace("{more}", "FALSE")
 # Stripe's list shape, one document: {"object": "list", "data": [events], "has_more": ...},
-# read as one record (DuckDB holds the document while it parses it) and its events unnested in
-# their order; anything but one list makes every event unusual (`object` null). `more`: the
-# list says it has more pages, as the Python path warns
+# when `_data_span` cannot find its `data` array's ends: read as one record (DuckDB holds the
+# document while it parses it) and its events unnested in their order; anything but one list
+# makes every event unusual (`object` null)
 _LIST = """WITH doc AS (
   SELECT object AS doc_object, data AS events, row_number() OVER () AS doc_n,
          coalesce(json_type(has_more) = 'BOOLEAN' AND CAST(has_more AS BOOLEAN), FALSE) AS more
@@ -244,22 +255,26 @@ def _read(path: Path, earliest_s: float, latest_s: float, min_bytes: int
         if size < min_bytes:
             return None
         lines = _lines(path)
-        listed = _is_list(path)
+        # a list whose `data` array's ends are found, whatever its keys' order (as the Python
+        # path reads it), or one that starts as Stripe writes it
+        span = _data_span(path, size) if lines >= 0 and hasattr(os, "mkfifo") else None
+        listed = span is not None or _is_list(path)
         import duckdb
     except (OSError, ImportError):
         return None
     if lines < 0 or (lines < 2 and not listed):  # a refused token, or one line of lines
         return None
-    query = _QUERY.replace("{events}", _LIST.replace("{size}", str(size + 1)) if listed
-                           else _LINES)
+    params = {"path": str(path), "earliest": int(earliest_s), "latest": int(latest_s)}
     try:
-        con = duckdb.connect()
-        con.execute(_MACROS)
-        rel = con.sql(query, params={
-            "path": str(path), "earliest": int(earliest_s), "latest": int(latest_s)})
-        # `to_arrow_table` in DuckDB 2, `arrow` before it
-        table = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
-        con.close()
+        if span is None:
+            table = _run(duckdb, _QUERY.replace(
+                "{events}", _LIST.replace("{size}", str(size + 1)) if listed else _LINES),
+                params)
+        else:
+            start, end, more = span
+            array = _RECORDS.replace("{format}", "array").replace("{more}", str(more).upper())
+            with _piped(path, start, end) as pipe:
+                table = _run(duckdb, _QUERY.replace("{events}", array), {**params, "path": pipe})
     except (duckdb.Error, UnicodeError):
         # a line DuckDB cannot read (or hands back as invalid UTF-8): the Python path says
         # which, line by line
@@ -273,6 +288,129 @@ def _read(path: Path, earliest_s: float, latest_s: float, min_bytes: int
     if pc.count_distinct(table.column("event_id")).as_py() != table.num_rows:
         return None
     return table, listed
+
+
+def _run(duckdb: Any, query: str, params: dict[str, Any]) -> Any:
+    """The query's Arrow table, on a connection of its own (closed, whatever happens: a pipe's
+    reader must be gone before `_piped` lets its writer go)."""
+    con = duckdb.connect()
+    try:
+        con.execute(_MACROS)
+        rel = con.sql(query, params=params)
+        # `to_arrow_table` in DuckDB 2, `arrow` before it
+        return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
+    finally:
+        con.close()
+
+
+_EDGE = 1 << 16  # how much of a list's head and tail is read to find its `data` array's ends
+# a token of a list's head: a string, a scalar, or one punctuation byte
+_TOKEN = re.compile(rb'[ \t\n\r]*(?:("(?:[^"\\]|\\.)*")|([-+.0-9eE]+|true|false|null)|(.))',
+                    re.S)
+
+
+class _KeyTwice(ValueError):
+    pass
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's pairs as a dict, refusing a key given twice (orjson keeps the last)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _KeyTwice
+    return out
+
+
+def _data_span(path: Path, size: int) -> tuple[int, int, bool] | None:
+    """(the offset of the list's `data` array's `[`, that of its `]`, whether the list says it
+    has more pages) for one Stripe list whose keys before `data` have scalar values; else None.
+
+    The `[` is found by reading the head's tokens; the `]` is the last one in the tail such that
+    the document with `data` emptied (head, `[]`, tail) is one list with `data` empty and no
+    key twice. What lies between is then read by DuckDB as an array, which refuses anything
+    after its `]`: so a wrong `]` (in a string of the tail, or a second document after the
+    list) fails the read instead of cutting the events short."""
+    with path.open("rb") as fh:
+        head = fh.read(min(size, _EDGE))
+        start = _data_start(head)
+        if start is None:
+            return None
+        tail_from = max(start + 1, size - _EDGE)
+        fh.seek(tail_from)
+        tail = fh.read()
+    for end in [m.start() for m in re.finditer(rb"\]", tail)][:-65:-1]:  # the last 64
+        try:
+            loads(head[:start] + b"[]" + tail[end + 1:])  # as the Python path parses it
+            doc = json.loads(head[:start] + b"[]" + tail[end + 1:], object_pairs_hook=_unique)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(doc, dict) and doc.get("object") == "list" and doc.get("data") == []:
+            return start, tail_from + end, doc.get("has_more") is True
+        return None
+    return None
+
+
+def _data_start(head: bytes) -> int | None:
+    """Where the `data` array's `[` is in a list's head, after keys whose values are strings
+    or scalars only; else None."""
+    pos = 0
+
+    def token() -> re.Match[bytes] | None:
+        nonlocal pos
+        m = _TOKEN.match(head, pos)
+        if m is not None:
+            pos = m.end()
+        return m
+
+    first = token()
+    if first is None or first[3] != b"{":
+        return None
+    while True:
+        key, colon = token(), token()
+        if key is None or key[1] is None or colon is None or colon[3] != b":":
+            return None
+        value = token()
+        if value is None:
+            return None
+        if key[1] == b'"data"':
+            return value.start(3) if value[3] == b"[" else None
+        after = token()
+        if value[3] is not None or after is None or after[3] != b",":
+            return None
+
+
+@contextmanager
+def _piped(path: Path, start: int, end: int) -> Iterator[str]:
+    """A named pipe giving the bytes `start`..`end` of `path` (a list's `data` array), written
+    by a thread while DuckDB reads it: the events streamed as an array of their own, never
+    copied to disk and never held whole. The reader must be gone when the block ends (`_run`
+    closes its connection); a writer left waiting (no reader came, or it stopped early) is let
+    go by opening and closing the read end, so its open returns and its next write fails."""
+    with tempfile.TemporaryDirectory(prefix="twice-") as tmp:
+        pipe = os.path.join(tmp, "data.json")
+        os.mkfifo(pipe, 0o600)
+        writer = threading.Thread(target=_write_span, args=(path, start, end, pipe),
+                                  name="twice-events-pipe", daemon=True)
+        writer.start()
+        try:
+            yield pipe
+        finally:
+            for _ in range(200):
+                if not writer.is_alive():
+                    break
+                with suppress(OSError):
+                    os.close(os.open(pipe, os.O_RDONLY | os.O_NONBLOCK))
+                writer.join(0.05)
+
+
+def _write_span(path: Path, start: int, end: int, pipe: str) -> None:
+    # BrokenPipeError (an OSError): the reader stopped, and the query says why
+    with suppress(OSError), open(pipe, "wb") as out, path.open("rb") as src:
+        src.seek(start)
+        left = end + 1 - start
+        while left > 0 and (chunk := src.read(min(left, 1 << 22))):
+            out.write(chunk)
+            left -= len(chunk)
 
 
 # Byte strings the Python path refuses where DuckDB may not: escaped surrogates (orjson rejects
