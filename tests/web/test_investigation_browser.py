@@ -9,12 +9,14 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from tests.web.conftest import chromium, running_app, samples_in, settled
@@ -562,15 +564,16 @@ def test_a_zoom_of_the_waterfall_is_not_the_timelines_window(busy_app: tuple[str
     page.close()
 
 
-def _zoom_out(page: Any) -> None:
-    """The timeline toolbar's zoom out, until the link's window changes. A chart the page has
-    just drawn again may be replaced between the hover and the click (seen on a machine under
-    load), and that click is not heard: it is clicked again, at most three times. The button
-    is the timeline's own: while the timeline is drawn again the page's first toolbar can be
-    the waterfall's."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+def _zoom_out(page: Any, width_ms: float) -> float:
+    """The timeline toolbar's zoom out, until the link's window is wider than `width_ms` (the
+    view before: the window in the link, or the opened view); returns the new width.
 
-    shown = page.url
+    Only a wider window counts as heard: the link also changes for other reasons (the page
+    writes its state again), and a zoom taken as heard that was not leaves the view one
+    doubling short. A chart the page has just drawn again may be replaced between the hover
+    and the click (seen on a machine under load), and that click is not heard: it is clicked
+    again, at most three times. The button is the timeline's own: while the timeline is drawn
+    again the page's first toolbar can be the waterfall's."""
     for attempt in range(3):
         # the page listens on each timeline it draws (a zoom before that is not heard)
         chart = page.locator(f"[data-testid='stPlotlyChart'] {TIMELINE}").first
@@ -578,15 +581,25 @@ def _zoom_out(page: Any) -> None:
         page.mouse.move(1, 1)  # a fresh hover shows the redrawn chart's toolbar
         chart.hover()
         chart.locator(".modebar-btn[data-attr='zoom'][data-val='out']").click()
-        try:
-            page.wait_for_function("shown => location.href !== shown"
-                                   " && location.search.includes('t0=')", arg=shown,
-                                   timeout=20_000)
-            return
-        except PlaywrightTimeout:
-            if attempt == 2:
-                raise
-            settled(page)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            width = _window_ms(page.url)
+            if width is not None and width > width_ms * 1.5:
+                return width
+            page.wait_for_timeout(200)
+        if attempt == 2:
+            raise AssertionError(f"no zoom out heard: the link is {page.url}, the view was "
+                                 f"{width_ms / 1000:.1f} s wide")
+        settled(page)
+    raise AssertionError("unreachable")
+
+
+def _window_ms(page_url: str) -> float | None:
+    """How wide the link's window is, in ms; None when it names none."""
+    if "t0=" not in page_url or "t1=" not in page_url:
+        return None
+    t0, t1 = _window(page_url)
+    return float((t1 - t0).total_seconds() * 1000)
 
 
 _DRAWN_X = """gd => gd._fullData.filter(t => t.type !== 'heatmap' && t.x)
@@ -627,17 +640,24 @@ def test_a_large_timeline_opens_near_the_call_and_zooming_out_draws_the_rest(
         first = page.locator(TIMELINE).first.evaluate(_DRAWN_X)
         assert first and len(first) < len(timeline) // 4
         near_lo = min(first)
+        width = view[1] - view[0]
         for _ in range(3):  # each zoom out doubles the view: past the rows first sent
-            _zoom_out(page)
+            width = _zoom_out(page, width)
             settled(page)
         expect(page.get_by_text("opened on the rows near the call")).to_have_count(0)
-        page.wait_for_function(
-            f"lo => {{ const gd = document.querySelector('{TIMELINE}'); return gd"
-            " && gd._fullData && gd._fullData.some(t => t.type !== 'heatmap' && t.x"
-            " && Array.from(t.x).some(v => gd._fullLayout.xaxis.d2l(v) < lo)); }",
-            arg=near_lo, timeout=60_000)
-        t0, t1 = _window(page.url)
-        assert (t1 - t0).total_seconds() * 1000 > (view[1] - view[0]) * 4
+        assert width > (view[1] - view[0]) * 4
+        try:
+            page.wait_for_function(
+                f"lo => {{ const gd = document.querySelector('{TIMELINE}'); return gd"
+                " && gd._fullData && gd._fullData.some(t => t.type !== 'heatmap' && t.x"
+                " && Array.from(t.x).some(v => gd._fullLayout.xaxis.d2l(v) < lo)); }",
+                arg=near_lo, timeout=60_000)
+        except PlaywrightTimeout:
+            drawn = page.locator(TIMELINE).first.evaluate(_DRAWN_X)
+            raise AssertionError(
+                f"nothing drawn left of {near_lo} (the rows first sent) after zooming out to "
+                f"{page.url}: {len(drawn)} points drawn, from {min(drawn, default=None)}; "
+                f"{page.locator(TIMELINE).count()} timeline chart(s) on the page") from None
         page.close()
 
 
