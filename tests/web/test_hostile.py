@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tests.web.conftest import chromium, hover_points, running_app
+from tests.web.conftest import chromium, hover_points, running_app, samples_in
 from twice.connectors import registry
 from twice.engine import analyze
 from twice.store import Note, Override, Snapshot, open_store
@@ -149,9 +149,12 @@ def test_no_view_runs_hostile_evidence(hostile: Hostile, browser: Any, query: st
             page.locator(".js-plotly-plot .nsewdrag").first.wait_for(timeout=60_000)
             assert hover_points(page) > 0, "no hover label was drawn"
     else:
+        # a fresh store: the list is drawn again each second while the bundled samples are
+        # analysed beside it (slow on a loaded machine); read it once they are in
+        samples_in(page)
         # the list's link carries the title as its text, markup shown, not followed
         page.wait_for_function(f"document.body.innerText.includes({json.dumps(MD_LINK)})",
-                               timeout=30_000)
+                               timeout=90_000)
         link = page.get_by_role("link", name=SCRIPT[:20])
         assert link.count() == 1
         assert link.get_attribute("href").startswith("investigation?inv=hostile&")

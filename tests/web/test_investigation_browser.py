@@ -118,6 +118,7 @@ def _search(page: Any, url: str, term: str) -> list[str]:
     page.goto(f"{url}/")
     box = page.get_by_role("textbox", name="Search")
     box.wait_for(timeout=60_000)
+    samples_in(page)  # a fresh store: the list redraws itself each second until they are in
     box.fill(term)
     box.press("Enter")
     page.get_by_text("Duplicates", exact=True).wait_for(timeout=30_000)
