@@ -569,12 +569,12 @@ def _zoom_out(page: Any, width_ms: float) -> float:
     """The timeline toolbar's zoom out, until the link's window is wider than `width_ms` (the
     view before: the window in the link, or the opened view); returns the new width.
 
-    Only a wider window counts as heard: the link also changes for other reasons (the page
-    writes its state again), and a zoom taken as heard that was not leaves the view one
-    doubling short. A chart the page has just drawn again may be replaced between the hover
-    and the click (seen on a machine under load), and that click is not heard: it is clicked
-    again, at most three times. The button is the timeline's own: while the timeline is drawn
-    again the page's first toolbar can be the waterfall's."""
+    Only a wider window counts as heard: a change of the link alone may have another cause,
+    and a zoom taken as heard that was not leaves the view one doubling short. A chart the
+    page has just drawn again may be replaced between the hover and the click (seen on a
+    machine under load), and that click is not heard: it is clicked again, at most three
+    times. The button is the timeline's own: while the timeline is drawn again the page's
+    first toolbar can be the waterfall's."""
     for attempt in range(3):
         # the page listens on each timeline it draws (a zoom before that is not heard)
         chart = page.locator(f"[data-testid='stPlotlyChart'] {TIMELINE}").first
