@@ -155,13 +155,56 @@ _SETTLED_JS = """() => {
 }"""
 
 
+# A new store's bundled samples are in and the page drawn after them has settled: nothing says
+# the samples are being analysed, the incidents list (where the page is that list) was drawn to
+# its end (its download button, or the line saying nothing matches), and `_SETTLED_JS` holds.
+# The list's heading alone is no sign: on a loaded machine it can be drawn before the import's
+# caption, so a page read between the two looks done.
+_SAMPLES_IN_JS = """() => {
+  const text = document.body.innerText;
+  if (text.includes('Analysing the bundled samples')) return false;
+  const list = [...document.querySelectorAll('h1')].some(h => h.innerText.trim() === 'Incidents');
+  if (list && !(text.includes('Download this list (CSV)')
+                || text.includes('No investigation matches'))) return false;
+  return (""" + _SETTLED_JS + """)();
+}"""
+
+
 def samples_in(page: Any, timeout: float = 300_000) -> None:
-    """Wait until a new store's bundled samples are all in (the incidents list stops refreshing
-    itself, and its last run is over): a click on the page while that last run redraws it can
-    be lost, and on a loaded machine the import outlasts the page's first draw."""
-    page.wait_for_function("() => !document.body.innerText.includes("
-                           "'Analysing the bundled samples')", timeout=timeout, polling=200)
-    settled(page)
+    """Wait until a new store's bundled samples are all in and the page drawn after them has
+    settled (`_SAMPLES_IN_JS`): a click on the page while that last run redraws it can be
+    lost, and on a loaded machine the import outlasts the page's first draw. If that does not
+    come, fail saying what the page shows."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(_SAMPLES_IN_JS, timeout=timeout, polling=100)
+    except PlaywrightTimeout:
+        raise AssertionError(f"the page did not settle with the samples in within "
+                             f"{timeout / 1000:.0f} s: {page_state(page)}") from None
+
+
+def page_errors(page: Any) -> list[str]:
+    """The errors thrown in the page from now on, as they come. Streamlit's browser side
+    blanks the whole page on one (e.g. "Bad delta path index")."""
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return errors
+
+
+def wait_watching(locator: Any, errors: list[str], timeout: float = 300) -> None:
+    """`locator.wait_for`, failing at once, with the error, if the page throws meanwhile (a
+    blanked page would only time out, minutes later)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    deadline = time.monotonic() + timeout
+    while not errors:
+        try:
+            locator.wait_for(timeout=2_000)
+            return
+        except PlaywrightTimeout:
+            assert time.monotonic() < deadline, f"not shown within {timeout:.0f} s: {locator}"
+    raise AssertionError(f"the page threw, which blanks it: {errors}")
 
 
 def investigate_in_browser(page: Any, timeout: float = 180_000) -> None:
@@ -180,9 +223,39 @@ def investigate_in_browser(page: Any, timeout: float = 180_000) -> None:
                              f"shows:\n{shown[-4000:]}") from None
 
 
+# Why `_SETTLED_JS` is false, said when a wait for it fails.
+_UNSETTLED_JS = """() => {
+  const w = document.querySelector('[data-testid="stStatusWidget"]');
+  const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')];
+  const drawn = charts.filter(c => { const g = c.querySelector('.js-plotly-plot');
+    return g && g._fullLayout && g._fullData && g.querySelector('.main-svg'); }).length;
+  return `script running: ${!!(w && w.checkVisibility())}; `
+    + `stale elements: ${document.querySelectorAll('[data-stale="true"]').length}; `
+    + `charts drawn: ${drawn} of ${charts.length}; `
+    + `main shown: ${!!document.querySelector('[data-testid="stMain"]')}; `
+    + `at ${location.href} (${document.readyState}, ${document.body.innerHTML.length} `
+    + `characters of HTML)`;
+}"""
+
+
+def page_state(page: Any) -> str:
+    """What a failing wait saw: why the page is not settled, and the end of its text."""
+    try:
+        return (f"{page.evaluate(_UNSETTLED_JS)}; the page shows:\n"
+                f"{page.locator('body').inner_text()[-3000:]}")
+    except Exception as e:  # noqa: BLE001 - the page may be gone: say so, keep the failure
+        return f"(the page could not be read: {e})"
+
+
 def settled(page: Any, timeout: float = 60_000) -> None:
-    """Wait until the page has settled (`_SETTLED_JS`)."""
-    page.wait_for_function(_SETTLED_JS, timeout=timeout, polling=50)
+    """Wait until the page has settled (`_SETTLED_JS`); if it does not, fail saying why."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(_SETTLED_JS, timeout=timeout, polling=50)
+    except PlaywrightTimeout:
+        raise AssertionError(f"the page did not settle within {timeout / 1000:.0f} s: "
+                             f"{page_state(page)}") from None
 
 
 def choose(page: Any, label: str, option: str) -> list[str]:

@@ -68,10 +68,17 @@ def render() -> None:
     order = sort_col.selectbox("Sort by", list(SORTS), format_func=SORTS.__getitem__)
     wanted = Wanted(search, None if layer == "any" else layer,
                     None if status == "any" else status, order)
-    if sample_import().running:
-        _while_importing(store, wanted)
-    else:
-        _listing(store, wanted)
+    importing = sample_import()
+    if importing.running:  # a new store's first visit: the samples are analysed meanwhile
+        st.caption(f"Analysing the bundled samples ({importing.saved} of "
+                   f"{len(importing.folders)} saved): each joins the list when it is saved.")
+    _listing(store, wanted)
+    if importing.running:
+        # the whole page again once another second has passed or all are in (not a fragment
+        # on a timer: Streamlit's browser side can lose a fragment's place when its rerun and
+        # a whole page's run cross, and then shows a blank page, "Bad delta path index")
+        importing.wait(1.0)
+        st.rerun()
 
 
 @dataclass(frozen=True)
@@ -82,18 +89,6 @@ class Wanted:
     layer: str | None
     status: str | None
     order: str
-
-
-@st.fragment(run_every=1.0)
-def _while_importing(store: Store, wanted: Wanted) -> None:
-    """The list while the bundled samples are analysed in the background (a new store's first
-    visit): drawn at once, again each second as samples join it, once more when all are in."""
-    importing = sample_import()
-    if not importing.running:
-        st.rerun()  # the whole page, without this timer
-    st.caption(f"Analysing the bundled samples ({importing.saved} of "
-               f"{len(importing.folders)} saved): each joins the list when it is saved.")
-    _listing(store, wanted)
 
 
 def _listing(store: Store, wanted: Wanted) -> None:
