@@ -74,9 +74,10 @@ def render() -> None:
                    f"{len(importing.folders)} saved): each joins the list when it is saved.")
     _listing(store, wanted)
     if importing.running:
-        # the whole page again once another second has passed or all are in (not a fragment
-        # on a timer: Streamlit's browser side can lose a fragment's place when its rerun and
-        # a whole page's run cross, and then shows a blank page, "Bad delta path index")
+        # the whole page again once another second has passed or all are in. Not a fragment
+        # on a timer: with one, Streamlit's browser side threw ("Bad delta path index") on
+        # some first visits and the page stayed blank (tests/web/test_hostile.py). A click
+        # meanwhile waits for this second to end.
         importing.wait(1.0)
         st.rerun()
 
