@@ -69,11 +69,13 @@ def render() -> None:
     wanted = Wanted(search, None if layer == "any" else layer,
                     None if status == "any" else status, order)
     importing = sample_import()
-    if importing.running:  # a new store's first visit: the samples are analysed meanwhile
+    running = importing.running  # asked once: an import ending between two asks would leave
+    # the caption drawn by this run on the page with no run after it to take it away
+    if running:  # a new store's first visit: the samples are analysed meanwhile
         st.caption(f"Analysing the bundled samples ({importing.saved} of "
                    f"{len(importing.folders)} saved): each joins the list when it is saved.")
     _listing(store, wanted)
-    if importing.running:
+    if running:
         # the whole page again once another second has passed or all are in. Not a fragment
         # on a timer: with one, Streamlit's browser side threw ("Bad delta path index") on
         # some first visits and the page stayed blank (tests/web/test_hostile.py). A click
