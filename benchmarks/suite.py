@@ -184,18 +184,27 @@ def run(cmd: list[str]) -> dict[str, float]:
 
 # --- the parent ---------------------------------------------------------------------------------
 
-def dataset(base: Path, n: int, seed: int) -> tuple[Path, dict[str, Any]]:
-    """The generated incident for size n under `base` (reused when complete)."""
+def dataset(base: Path, n: int, seed: int, sources: list[str]) -> tuple[Path, dict[str, Any]]:
+    """The generated incident for size n under `base` (reused when complete): every source's
+    file, or, when `sources` do not need them all and no full set is there, only theirs in a
+    folder of its own (a point too large for this machine's memory or time with every source,
+    such as 10m events alone)."""
     from analyze_bench import generate
 
-    folder = base / size_name(n)
-    manifest = base / f"{size_name(n)}.json"
+    needed = {name for s in sources for name in FILES[s]}
+    kinds = [kind for kind in ("events", "spans", "checkpoints") if FILES[kind][0] in needed]
+    name = size_name(n)
+    if len(kinds) < 3 and not (base / f"{name}.json").is_file():  # no full set to reuse
+        name = f"{name}-only-{'-'.join(kinds)}"
+    folder = base / name
+    manifest = base / f"{name}.json"
     if folder.is_dir() and manifest.is_file():
         return folder, json.loads(manifest.read_text())
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     t = time.perf_counter()
-    sizes = generate(folder, n, n, n // 10, seed)
+    sizes = generate(folder, n if "events" in kinds else 0, n if "spans" in kinds else 0,
+                     n // 10 if "checkpoints" in kinds else 0, seed)
     sizes["generate_s"] = round(time.perf_counter() - t, 1)
     manifest.write_text(json.dumps(sizes))
     return folder, sizes
@@ -268,7 +277,7 @@ def main() -> None:
     results: dict[str, dict[str, Any]] = {}
     inputs: dict[str, Any] = {}
     for n in (parse_size(s) for s in args.sizes.split(",")):
-        data, sizes = dataset(args.data, n, args.seed)
+        data, sizes = dataset(args.data, n, args.seed, sources)
         inputs[size_name(n)] = sizes
         results[size_name(n)] = {}
         for s in sources:

@@ -144,8 +144,10 @@ def payment_roots(events: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     new_codes, new_names = pd.factorize(parents[unseen])
     parent[unseen] = n_seen + new_codes
     names = np.concatenate([np.asarray(seen, dtype=object), np.asarray(new_names, dtype=object)])
-    # each (child, parent) pair once, as one integer
-    pairs = np.unique(child.astype(np.int64) * len(names) + parent)
+    # each (child, parent) pair once, as one integer (sorted, then each run's first: numpy 2's
+    # `np.unique` takes ten times as long on half a million distinct integers)
+    pairs = np.sort(child.astype(np.int64) * len(names) + parent)
+    pairs = pairs[np.r_[True, pairs[1:] != pairs[:-1]]] if len(pairs) else pairs
     child, parent = (pairs // len(names)).astype(np.intp), (pairs % len(names)).astype(np.intp)
     subscription = [i for i, t in enumerate(type_names) if t == "subscription"]
     is_seen = parent < n_seen
@@ -328,22 +330,12 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
         timeline.loc[kind == Kind.PROVIDER_REQUEST.value,
                      ["request_id", *_FIELDS, "source", "key_recorded"]])
     by_event = _event_requests(events).assign(_occ=0, _evidenced=True)
-    merged = logged.merge(by_event, on=["request_id", "_occ"], how="outer",
-                          suffixes=("", "_ev"))
-    for col in _FIELDS:
-        if f"{col}_ev" not in merged:
-            continue
-        # Request logs give the request's own time and status; events the effect's details.
-        ours, theirs = merged[col], merged[f"{col}_ev"]
-        if col == "at":  # kept a time column: an all-null side would make it Python objects
-            ours, theirs = pd.to_datetime(ours, utc=True), pd.to_datetime(theirs, utc=True)
-        elif ours.dtype != theirs.dtype:  # e.g. no request logs: an all-null object column
-            ours, theirs = ours.astype(object), theirs.astype(object)
-        if col in ("at", "method", "origin", "status"):
-            merged[col] = ours.where(ours.notna(), theirs)
-        else:
-            merged[col] = theirs.where(theirs.notna(), ours)
-    merged = merged.drop(columns=[c for c in merged.columns if c.endswith("_ev")])
+    if logged.empty:
+        # no request log: the events' requests are the requests (a merge would only add the
+        # logs' own columns, empty, and cost a second for a month of events)
+        merged = by_event.assign(path=None, status=None, source=None, key_recorded=None)
+    else:
+        merged = _merged(logged, by_event)
     evidenced = merged["_evidenced"].astype("boolean").fillna(False).astype(bool)
     for col in ("created", "failed"):
         merged[col] = merged[col].astype("boolean").fillna(False).astype(bool)
@@ -366,7 +358,8 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
         unnamed[unnamed] = ~isin(merged.loc[unnamed, "request_id"],
                                  events["request_id"].dropna()).to_numpy()
     keep = post & (evidenced | (unnamed & paths_move_money(merged["path"])))
-    merged = merged[keep].copy()
+    if not keep.all():  # (a frame of our own either way: its columns are set below)
+        merged = merged[keep].copy()
     if not merged.empty:
         occ = merged["_occ"].fillna(0).astype(int)
         merged["attempt_id"] = merged["request_id"].astype(str).where(
@@ -382,6 +375,27 @@ def provider_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     out = sort_by_time_and_id(normalize(out))
     infer_replays(out)
     return out
+
+
+def _merged(logged: pd.DataFrame, by_event: pd.DataFrame) -> pd.DataFrame:
+    """The requests the logs name and those the events name, one row per request occurrence,
+    field by field: the logs give the request's own time and status, the events the effect's
+    details."""
+    merged = logged.merge(by_event, on=["request_id", "_occ"], how="outer",
+                          suffixes=("", "_ev"))
+    for col in _FIELDS:
+        if f"{col}_ev" not in merged:
+            continue
+        ours, theirs = merged[col], merged[f"{col}_ev"]
+        if col == "at":  # kept a time column: an all-null side would make it Python objects
+            ours, theirs = pd.to_datetime(ours, utc=True), pd.to_datetime(theirs, utc=True)
+        elif ours.dtype != theirs.dtype:  # e.g. one side all null: an object column
+            ours, theirs = ours.astype(object), theirs.astype(object)
+        if col in ("at", "method", "origin", "status"):
+            merged[col] = ours.where(ours.notna(), theirs)
+        else:
+            merged[col] = theirs.where(theirs.notna(), ours)
+    return merged.drop(columns=[c for c in merged.columns if c.endswith("_ev")])
 
 
 def _one_per_payment(attempts: pd.DataFrame) -> pd.DataFrame:

@@ -214,6 +214,36 @@ def test_a_successful_request_no_event_names_was_answered_from_the_cache(tmp_pat
                                        "req_3": "unknown"}
 
 
+def test_a_logged_request_that_is_no_attempt_changes_no_attempt_of_the_events(tmp_path):
+    """Events alone are read without the merge with request logs; with a log that names one
+    GET (no attempt), they go through it. Both give the same attempts, field for field: a
+    payment, a confirm of it, a declined card, a refund, an edit, a renewal tied by metadata
+    and one not."""
+    declined = [event(20, "payment_intent.created",
+                      intent("pi_d", status="requires_payment_method"), "req_d", "k_d", T0 + 20),
+                event(21, "charge.failed", charge("ch_d", "pi_d", status="failed"), "req_d",
+                      "k_d", T0 + 20)]
+    refund = {"id": "re_1", "object": "refund", "amount": 2900, "currency": "usd",
+              "charge": "ch_1", "payment_intent": "pi_1", "status": "succeeded", "metadata": {}}
+    customer = {"id": "cus_A", "object": "customer", "metadata": {}}
+    events = [*confirmed(1, "pi_1", "req_1", customer="cus_B", amount=900),
+              event(5, "charge.succeeded", charge("ch_1b", "pi_1"), "req_confirm", "k2", T0 + 3),
+              *declined,
+              event(30, "refund.created", refund, "req_r", None, T0 + 60),
+              event(31, "customer.updated", customer, "req_c", None, T0 + 61),
+              *renewal(40, "sub_1", "in_1", "pi_r1", T0 + 70, modern=True,
+                       metadata={"thread_id": "thread-9"}),
+              *renewal(60, "sub_2", "in_2", "pi_r2", T0 + 80, modern=False)]
+    logs = tmp_path / "tail.jsonl"
+    logs.write_text(json.dumps({"created_at": T0 + 2, "livemode": False, "method": "GET",
+                                "request_id": "req_get", "status": 200,
+                                "url": "/v1/payment_intents/pi_1"}) + "\n")
+    alone = attempts_of(events)
+    assert len(alone) == 4
+    pd.testing.assert_frame_equal(attempts_of(events, stripe_logs.load(logs).rows), alone,
+                                  check_exact=True)
+
+
 def test_payment_roots_follow_what_each_object_belongs_to() -> None:
     """The graph cases one by one, on timeline rows: a charge of a PaymentIntent of an invoice
     (two parents in one field), an invoice payment, a parent never seen as an object, an object
