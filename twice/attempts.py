@@ -521,9 +521,11 @@ def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     http = timeline.loc[kind == Kind.HTTP_SPAN.value, _AGENT_READS]
     post = http[posts_moving_money(http)]
     tool_ids = tools["span_id"].dropna()
-    under_tool = isin(post["parent_span_id"], tool_ids) | post["tool_call_id"].notna()
+    parent_is_tool = isin(post["parent_span_id"], tool_ids)
+    under_tool = parent_is_tool | post["tool_call_id"].notna()
     wire = post[under_tool] if len(tools) else post
-    parent_tool = wire["parent_span_id"].where(isin(wire["parent_span_id"], tool_ids), None)
+    parent_tool = wire["parent_span_id"].where(
+        parent_is_tool[under_tool] if len(tools) else parent_is_tool, None)
     by_tool = tools.drop_duplicates("span_id").set_index("span_id")
     wire_rows = wire.assign(
         attempt_id="http:" + wire["span_id"].astype(str), http_span_id=wire["span_id"],
@@ -536,14 +538,18 @@ def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
         currency=_filled(wire["currency"], parent_tool.map(by_tool["currency"])),
         thread_id=_filled(wire["thread_id"], parent_tool.map(by_tool["thread_id"])))
     covered = pd.concat([wire["parent_span_id"], wire["tool_call_id"]]).dropna()
-    lone = tools[~isin(tools["span_id"], covered)
-                 & ~(tools["tool_call_id"].notna() & isin(tools["tool_call_id"], covered))]
+    # the tools' span ids and tool call ids looked up at once (one hash table of `covered`)
+    found = isin(pd.concat([tools["span_id"], tools["tool_call_id"]], ignore_index=True),
+                 covered).to_numpy(dtype=bool)
+    span_covered, call_covered = found[:len(tools)], found[len(tools):]
+    lone = tools[~span_covered & ~(tools["tool_call_id"].notna().to_numpy() & call_covered)]
     tool_rows = lone.assign(attempt_id="span:" + lone["span_id"].astype(str),
                             tool_span_id=lone["span_id"], source="spans",
                             time_basis="tool_span", link="tool_span")
     spanned = pd.concat([tools["tool_call_id"], wire["tool_call_id"]]).dropna()
     calls = timeline.loc[kind == Kind.TOOL_CALL.value, _AGENT_READS]
-    calls = calls[~isin(calls["tool_call_id"], spanned)]
+    if len(calls):  # (none where spans are the only source: no table of `spanned` built)
+        calls = calls[~isin(calls["tool_call_id"], spanned)]
     call_rows = calls.assign(attempt_id="call:" + calls["tool_call_id"].astype(str),
                              source="checkpoints", time_basis="checkpoint")
     cols = ["attempt_id", "at_aligned", "at", "tool_call_id", "thread_id", "subject", "amount",

@@ -67,3 +67,29 @@ def test_isin_means_what_pandas_means_on_text_columns() -> None:
         if int(pd.__version__.split(".")[0]) >= 3:
             assert isin(column, values).tolist() == column.isin(values).tolist(), values
         assert list(isin(column, values).index) == [5, 6, 7, 8]
+
+
+@pytest.mark.parametrize("values", [
+    ["POST", "GET", None] * 4000,  # few distinct: each made once and shared
+    ["spans"] * 9000 + [f"id_{i}" for i in range(9000)],  # few at first, many later
+    [f"id_{i}" if i % 3 else None for i in range(12000)],  # many: one str a row
+    [None] * 10000, ["é", "", "\x00z"] * 4000, ["x"] * 3,
+], ids=["few", "few-then-many", "many", "all-null", "unicode", "short"])
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_text_objects_are_the_arrow_texts_as_python_str(values: list[str | None],
+                                                         chunks: int) -> None:
+    """`text_objects` gives what Arrow's own `to_numpy` gives, value for value (str or None),
+    whether a column's values are made once per distinct value or once per row."""
+    import numpy as np
+    import pyarrow as pa
+
+    from twice.timeline import text_objects
+
+    step = -(-len(values) // chunks)
+    data = pa.chunked_array([pa.array(values[k:k + step], pa.large_string())
+                             for k in range(0, len(values), step)], pa.large_string())
+    for arrow in (data, data.combine_chunks()):
+        got = text_objects(arrow)
+        assert isinstance(got, np.ndarray) and got.dtype == object
+        assert [type(v) for v in got] == [type(v) for v in values]
+        assert got.tolist() == values
