@@ -39,7 +39,7 @@ from psycopg import sql
 from tests.connectors.hostile_http import hostile_backend
 from tests.contract import contract
 from tests.hostile import SPECIAL_SECRETS, encoded_forms
-from tests.web.conftest import chromium, free_port, samples_in
+from tests.web.conftest import chromium, free_port, page_state, samples_in, settled
 from twice.lab.scenarios import run_scenario_with_server
 from twice.lab.trace_server import TraceServer
 
@@ -215,6 +215,7 @@ class Browser:
             .fill(key)
         page.get_by_label("Checkpoints DSN or SqliteSaver path (optional)").fill(checkpoints)
         page.get_by_role("textbox", name="Trace backend address (optional)").fill(traces)
+        settled(page)  # the click is sent to a page no run is redrawing
         page.get_by_role("button", name="Investigate").click()
         try:  # any end the form can come to: the verdict, a message, an error
             page.wait_for_function(
@@ -224,8 +225,13 @@ class Browser:
                 timeout=480_000)  # a hang guard: a loaded machine is slow
         except Exception:
             self.keep()  # the page as it hung, in live.root/pages
-            raise AssertionError("the live form came to no end; the page said:\n"
-                                 + page.locator("body").inner_text()) from None
+            # the form empties its key field when its submit reaches the script
+            kept = page.get_by_label("Stripe restricted key (used for this request only, "
+                                     "never saved)").input_value() == key
+            raise AssertionError(
+                "the live form came to no end; "
+                + ("its key field still holds the key: the submit never reached the script; "
+                   if kept else "the script took the submit; ") + page_state(page)) from None
         self.settle()
         self.keep()
         return str(page.locator("body").inner_text())
