@@ -546,9 +546,9 @@ def agent_attempts(timeline: pd.DataFrame) -> pd.DataFrame:
     tool_rows = lone.assign(attempt_id="span:" + lone["span_id"].astype(str),
                             tool_span_id=lone["span_id"], source="spans",
                             time_basis="tool_span", link="tool_span")
-    spanned = pd.concat([tools["tool_call_id"], wire["tool_call_id"]]).dropna()
     calls = timeline.loc[kind == Kind.TOOL_CALL.value, _AGENT_READS]
-    if len(calls):  # (none where spans are the only source: no table of `spanned` built)
+    if len(calls):  # (none where spans are the only source: `spanned` not gathered)
+        spanned = pd.concat([tools["tool_call_id"], wire["tool_call_id"]]).dropna()
         calls = calls[~isin(calls["tool_call_id"], spanned)]
     call_rows = calls.assign(attempt_id="call:" + calls["tool_call_id"].astype(str),
                              source="checkpoints", time_basis="checkpoint")
