@@ -176,6 +176,13 @@ def _column(values: Sequence[Any] | None, dtype: str, n: int) -> pd.Series:
     """One column of `from_columns` in its schema dtype."""
     index = pd.RangeIndex(n)
     if values is None:
+        if dtype == TEXT and pd.StringDtype().storage == "pyarrow":
+            # all null at once (a column a source leaves empty): pandas would repeat its NA a
+            # million times through a take
+            import pyarrow as pa
+
+            return pd.Series(pd.array(pa.nulls(n, pa.large_string()), dtype=pd.StringDtype()),
+                             index=index)
         return pd.Series(pd.NaT if dtype == TIME else pd.NA, index=index,
                          dtype=_DTYPE_OBJECTS[dtype])
     if type(values).__module__.startswith("pyarrow"):  # an Arrow (chunked) array, from DuckDB

@@ -215,6 +215,43 @@ def test_a_file_with_a_nul_byte_is_left_to_the_python_path(tmp_path: Path) -> No
     assert stripe_events_duckdb.load(path, str(path), min_bytes=0) is None
 
 
+def _with_description(i: int, raw: bytes) -> bytes:
+    """An event's line whose description is `raw`, as written (JSON text orjson would not
+    write: a lone escaped surrogate)."""
+    line = orjson.dumps(_event(i, data={"object": {"id": f"pi_{i}", "description": "@"}}))
+    return line.replace(b'"@"', b'"' + raw + b'"') + b"\n"
+
+
+@pytest.mark.parametrize("why, tail", [
+    ("NaN in a text", _with_description(900, b"NaN here")),
+    ("Infinity in a text", _with_description(900, b"to Infinity")),
+    ("escaped surrogate", _with_description(900, b"\\ud800x")),
+    ("NUL bytes", b"\x00" * 64),
+    ("blank line", b"\n" + orjson.dumps(_event(901)) + b"\n"),
+    ("no more", b""),
+])
+def test_the_scan_beside_the_query_declines_what_it_finds_past_the_head(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, why: str, tail: bytes) -> None:
+    """Past its first chunk, a file is scanned by a thread while DuckDB reads it: what that scan
+    refuses (a token the Python path reads otherwise, a NUL, a blank line the rows would not
+    show) declines the query's answer as the scan before the query did. Chunks made small so
+    that a small file has many."""
+    monkeypatch.setattr(stripe_events_duckdb, "_CHUNK", 4096)
+    path = _write(tmp_path / "events.jsonl", [_event(i) for i in range(300)], tail)
+    assert path.stat().st_size > 20 * 4096
+    assert stripe_events_duckdb._lines(path, 4096) > 0  # the head is clean: the query runs
+    fast = stripe_events_duckdb.load(path, str(path), min_bytes=0)
+    if why == "no more":
+        assert fast is not None
+        _same(fast, _python_path(path))
+        return
+    assert fast is None, why
+    result = stripe_events.load(path)  # the Python path's answer, warnings and all
+    slow = _python_path(path)
+    assert result.rows.equals(slow.rows)
+    assert result.warnings == slow.warnings
+
+
 @pytest.mark.parametrize("why, events, tail", [
     ("blank line", [_event(0), _event(1)], b"\n" + orjson.dumps(_event(2)) + b"\n"),
     ("bad JSON line", [_event(0), _event(1)], b"{not json\n"),
@@ -365,6 +402,70 @@ def test_what_an_object_belongs_to_is_read_alike_on_both_paths(tmp_path: Path) -
     assert rows.loc["inpay_1", "belongs_to"] == "in_1b,pi_1b"
     assert pd.isna(rows.loc["re_1", "belongs_to"])  # a refund is an effect of its own
     assert set(rows["initiator"]) == {"automatic"}
+
+
+def _with_ref(i: int, field: str, raw: bytes) -> bytes:
+    """A charge event's line whose reference `field` is the JSON text `raw`, as written."""
+    obj = {"id": f"ch_{i}", "object": "charge", "amount": 100, "currency": "usd",
+           "status": "succeeded", "customer": "cus_0", "payment_intent": f"pi_{i}"}
+    line = orjson.dumps(_event(i, type="charge.succeeded", data={"object": {**obj, field: "@"}}))
+    return line.replace(b'"@"', raw) + b"\n"
+
+
+@pytest.mark.parametrize("field, raw, read", [
+    # a plain string is read off its text; anything else by the JSON functions, alike
+    ("customer", b'"cus_7"', "cus_7"),
+    ("customer", b'"cus_\\u0037"', "cus_7"),  # an escape: the JSON functions read it
+    ("customer", b'"cus_\\"7"', 'cus_"7'),
+    ("customer", b'{"id": "cus_7", "object": "customer"}', "cus_7"),  # expanded
+    ("customer", b'{"id": "cus_\\u0037"}', "cus_7"),
+    ("customer", b"null", None),
+    ("customer", b'"caf\xc3\xa9"', "caf\u00e9"),
+    ("payment_intent", b'"pi_\\u0037"', "pi_7"),
+    ("payment_intent", b'{"id": "pi_7", "object": "payment_intent"}', "pi_7"),
+    # unusual either way: the Python path's to read
+    ("customer", b'""', "declined"),
+    ("customer", b'" cus_7"', "declined"),
+    ("customer", b'"cus_7\\t"', "declined"),
+    ("customer", b"7", "declined"),
+    ("customer", b'{"id": 7}', "declined"),
+    ("payment_intent", b'"pi_7,pi_8"', "declined"),
+    ("payment_intent", b'"pi_\\u002c8"', "declined"),  # an escaped comma
+])
+def test_references_are_read_alike_in_any_form(tmp_path: Path, field: str, raw: bytes,
+                                               read: str | None) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(_event(i)) + b"\n" for i in range(3))
+                     + _with_ref(7, field, raw))
+    fast = stripe_events_duckdb.load(path, str(path), min_bytes=0)
+    if read == "declined":
+        assert fast is None
+        return
+    assert fast is not None
+    _same(fast, _python_path(path))
+    row = fast.rows.iloc[-1]
+    value = row["subject"] if field == "customer" else row["belongs_to"]
+    assert (None if pd.isna(value) else value) == read
+
+
+@pytest.mark.parametrize("changes", [
+    {"livemode": True}, {"livemode": False}, {"livemode": None}, {"livemode": "true"},
+    {"livemode": 1}, {"livemode": [True]}, {"created": 1_717_424_401.0},
+    {"created": -5}, {"created": 2**63}, {"created": [1_717_424_401]},
+    {"data": {"object": {"id": "pi_1", "metadata": []}}},
+    {"data": {"object": {"id": "pi_1", "metadata": {}}}},
+    {"data": {"object": {"id": "pi_1", "metadata": None}}},
+    {"data": {"object": {"id": "pi_1", "metadata": "{}"}}},
+    {"data": {"object": {"id": "pi_1", "metadata": {"thread_id": "th_9"}}}},
+])
+def test_a_json_value_is_read_by_its_text_as_by_its_type(tmp_path: Path,
+                                                         changes: dict[str, Any]) -> None:
+    """The query reads an integer, a boolean or an object off the text DuckDB writes of the
+    JSON value (no JSON function): each form reads as on the Python path, or is declined."""
+    path = _write(tmp_path / "events.jsonl", [_event(0), _event(2), _event(1, **changes)])
+    fast = stripe_events_duckdb.load(path, str(path), min_bytes=0)
+    if fast is not None:
+        _same(fast, _python_path(path))
 
 
 def test_initiator_says_api_automatic_or_nothing(tmp_path: Path) -> None:

@@ -63,6 +63,10 @@ CREATE TEMP MACRO bad_txt(v) AS CASE WHEN v IS NULL THEN FALSE WHEN v = '' THEN 
 -- its id leaf: json_extract, not `->` (inside a macro an arrow reads as a lambda)
 CREATE TEMP MACRO id_leaf(j) AS CASE json_type(j) WHEN 'OBJECT' THEN json_extract(j, '$.id')
     ELSE j END;
+-- a JSON leaf that is a string written without an escape (a reference's usual form, an id):
+-- its text, read without parsing the JSON; NULL for any other leaf, left to the JSON functions
+CREATE TEMP MACRO plain_string(j) AS CASE WHEN starts_with(j, '"') AND ends_with(j, '"')
+    AND length(j) >= 2 AND NOT contains(j, '\') THEN j[2:-2] END;
 {events}, cols AS (
   SELECT object, id, type, created, json_type(created) AS created_type, livemode, no_request,
          more,
@@ -76,7 +80,11 @@ CREATE TEMP MACRO id_leaf(j) AS CASE json_type(j) WHEN 'OBJECT' THEN json_extrac
          {leaves}
   FROM ev
 ), texts AS (
-  SELECT *, {leaf_texts}
+  -- (a JSON value's text is DuckDB's own writing of it, minified: an integer is its digits, a
+  -- boolean true or false, an object starts with its brace; a `created` of another type than
+  -- an integer is unusual, whatever this cast makes of it)
+  SELECT *, TRY_CAST(CAST(created AS VARCHAR) AS BIGINT) AS created_int,
+         {leaf_texts}
   FROM cols
 ), refs AS (
   -- `stripe_events.belongs_to`: the references each object type is part of, in its order
@@ -91,7 +99,7 @@ CREATE TEMP MACRO id_leaf(j) AS CASE json_type(j) WHEN 'OBJECT' THEN json_extrac
   FROM texts
 )
 SELECT
-  TRY_CAST(created ->> '$' AS BIGINT) * 1000000000 AS at,
+  created_int * 1000000000 AS at,
   id AS event_id, type AS event_type, request_id, request_key AS idempotency_key,
   obj_id AS object_id, obj_object AS object_type,
   CASE WHEN obj_object = 'customer' THEN obj_id ELSE customer_ref END AS subject,
@@ -112,9 +120,9 @@ SELECT
        THEN [failure_message, lpe_message, failure_reason,
              CASE WHEN cancel <> '' THEN 'canceled: ' || cancel END,
              description] END AS detail_candidates,
-  CASE WHEN json_type(metadata) = 'OBJECT' AND CAST(metadata AS VARCHAR) <> '{}'
+  CASE WHEN starts_with(CAST(metadata AS VARCHAR), '{') AND CAST(metadata AS VARCHAR) <> '{}'
        THEN CAST(metadata AS VARCHAR) END AS metadata,
-  CASE json_type(livemode) WHEN 'BOOLEAN' THEN CAST(livemode AS BOOLEAN) END AS livemode,
+  CASE CAST(livemode AS VARCHAR) WHEN 'true' THEN TRUE WHEN 'false' THEN FALSE END AS livemode,
   nullif(array_to_string(parents, ','), '') AS belongs_to,
   CASE WHEN request_id IS NOT NULL THEN 'api' ELSE 'automatic' END AS initiator,
   more,
@@ -122,7 +130,7 @@ SELECT
   coalesce(object IS DISTINCT FROM 'event'
    OR id IS NULL OR bad_txt(id) OR type IS NULL OR maybe_not_text(type)
    OR created_type NOT IN ('BIGINT', 'UBIGINT')
-   OR TRY_CAST(created ->> '$' AS BIGINT) NOT BETWEEN $earliest AND $latest
+   OR created_int NOT BETWEEN $earliest AND $latest
    OR no_request
    OR bad_txt(request_id) OR bad_txt(request_key)
    OR no_obj
@@ -144,14 +152,18 @@ _REFS = {"customer": "obj.customer", "pi": "obj.payment_intent", "invoice": "obj
          "sub": "obj.subscription", "parent_sub": "obj.parent.subscription_details.subscription",
          "pay_pi": "obj.payment.payment_intent", "pay_ch": "obj.payment.charge"}
 _SQL = _SQL.replace("{leaves}", ",\n         ".join(
-    f"id_leaf({expr}) AS {name}_leaf" for name, expr in _REFS.items()))
+    f"plain_string({expr}) AS {name}_str, "
+    f"CASE WHEN plain_string({expr}) IS NULL THEN id_leaf({expr}) END AS {name}_leaf"
+    for name, expr in _REFS.items()))
 # each reference's id as text (`_ref`), and whether it is unusual (`_bad`): not a non-empty
 # trimmed text, or (among the parents) holding a comma; its JSON type read once
 _SQL = _SQL.replace("{leaf_texts}", ",\n         ".join(
-    f"CASE WHEN json_type({n}_leaf) = 'VARCHAR' THEN {n}_leaf ->> '$' END AS {n}_ref, "
-    f"coalesce({n}_leaf IS NOT NULL AND json_type({n}_leaf) <> 'NULL' "
+    f"CASE WHEN {n}_str IS NOT NULL THEN {n}_str "
+    f"WHEN json_type({n}_leaf) = 'VARCHAR' THEN {n}_leaf ->> '$' END AS {n}_ref, "
+    f"CASE WHEN {n}_str IS NOT NULL THEN {n}_str = '' OR untrimmed({n}_str) "
+    f"ELSE coalesce({n}_leaf IS NOT NULL AND json_type({n}_leaf) <> 'NULL' "
     f"AND (json_type({n}_leaf) <> 'VARCHAR' OR ({n}_leaf ->> '$') = '' "
-    f"OR untrimmed({n}_leaf ->> '$')), FALSE) AS {n}_bad" for n in _REFS))
+    f"OR untrimmed({n}_leaf ->> '$')), FALSE) END AS {n}_bad" for n in _REFS))
 _SQL = _SQL.replace("{bad_refs}", " OR ".join(
     f"{n}_bad" if n == "customer" else f"{n}_bad OR coalesce(contains({n}_ref, ','), FALSE)"
     for n in _REFS))
@@ -254,16 +266,25 @@ def _read(path: Path, earliest_s: float, latest_s: float, min_bytes: int
         size = path.stat().st_size
         if size < min_bytes:
             return None
-        lines = _lines(path)
+        # the file's head is scanned before DuckDB starts (a byte-order mark, or a NUL byte: a
+        # sparse or zero-filled file, never given to DuckDB to work through); the rest is
+        # scanned by a thread while DuckDB reads (its query leaves the GIL), and the query's
+        # answer is used only when that scan finds nothing refused either
+        head = _lines(path, _CHUNK)
+        if head < 0:
+            return None
         # a list whose `data` array's ends are found, whatever its keys' order (as the Python
         # path reads it), or one that starts as Stripe writes it
-        span = _data_span(path, size) if lines >= 0 and hasattr(os, "mkfifo") else None
+        span = _data_span(path, size) if hasattr(os, "mkfifo") else None
         listed = span is not None or _is_list(path)
         import duckdb
     except (OSError, ImportError):
         return None
-    if lines < 0 or (lines < 2 and not listed):  # a refused token, or one line of lines
+    if head < 2 and not listed:
+        # one line of lines (one document), or a first line longer than a chunk: never an
+        # export's event, and one DuckDB would hold whole while it parsed it
         return None
+    scan = _Scan(path) if size > _CHUNK else None
     params = {"path": str(path), "earliest": int(earliest_s), "latest": int(latest_s)}
     try:
         if span is None:
@@ -279,6 +300,10 @@ def _read(path: Path, earliest_s: float, latest_s: float, min_bytes: int
         # a line DuckDB cannot read (or hands back as invalid UTF-8): the Python path says
         # which, line by line
         return None
+    finally:
+        lines = scan.lines() if scan is not None else head
+    if lines < 0 or (lines < 2 and not listed):  # a refused token, or one line of lines
+        return None
     if table.num_rows < 2 or (not listed and table.num_rows != lines):
         return None  # one document, or blank lines (DuckDB skips them: rows are not lines)
     import pyarrow.compute as pc
@@ -290,11 +315,33 @@ def _read(path: Path, earliest_s: float, latest_s: float, min_bytes: int
     return table, listed
 
 
+class _Scan:
+    """`_lines` of a whole file, counted by a thread of its own from the moment it is made;
+    `lines()` waits for the answer (-1 as well when the file could not be read)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._result = -1
+        self._thread = threading.Thread(target=self._count, name="twice-events-scan",
+                                        daemon=True)
+        self._thread.start()
+
+    def _count(self) -> None:
+        with suppress(OSError):
+            self._result = _lines(self._path)
+
+    def lines(self) -> int:
+        self._thread.join()
+        return self._result
+
+
 def _run(duckdb: Any, query: str, params: dict[str, Any]) -> Any:
     """The query's Arrow table, on a connection of its own (closed, whatever happens: a pipe's
     reader must be gone before `_piped` lets its writer go)."""
     con = duckdb.connect()
     try:
+        # text as Arrow's large_string, the timeline's own type: no cast copying every offset
+        con.execute("SET arrow_large_buffer_size = true")
         con.execute(_MACROS)
         rel = con.sql(query, params=params)
         # `to_arrow_table` in DuckDB 2, `arrow` before it
@@ -421,16 +468,22 @@ def _write_span(path: Path, start: int, end: int, pipe: str) -> None:
 _REFUSED = (b"\\ud", b"\\uD", b"NaN", b"Infinity", b"\x00")
 
 
-def _lines(path: Path) -> int:
+_CHUNK = 1 << 24  # bytes `_lines` reads at a time
+
+
+def _lines(path: Path, limit: int | None = None) -> int:
     """How many lines the file has (a last line without a newline counts), or -1 when it starts
-    with a byte-order mark or holds one of `_REFUSED`."""
+    with a byte-order mark or holds one of `_REFUSED`; with a `limit`, of its first `limit`
+    bytes only (rounded up to a whole chunk)."""
     count = 0
     tail = b""
+    read = 0
     with path.open("rb") as fh:
         if fh.read(3) == b"\xef\xbb\xbf":
             return -1
         fh.seek(0)
-        while chunk := fh.read(1 << 24):
+        while (limit is None or read < limit) and (chunk := fh.read(_CHUNK)):
+            read += len(chunk)
             count += chunk.count(b"\n")
             seam = tail + chunk  # a token cut between two chunks
             # (an escaped surrogate is looked for only where an escape is: a backslash, found
