@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -67,10 +68,14 @@ def span_tables(path: str | Path, starts: list[int], chunk: int = CHUNK_BYTES
 
     The runs are cut here, not by pyarrow's streaming reader: that one parses blocks far ahead
     of the caller (some 30 of them in flight, 0.5 GB for a 676 MiB file). A run is parsed in
-    blocks of `PARSE_BLOCK` on all cores; only one run and its table are in memory at a time,
-    and each table's rows are known to be the run's lines."""
-    with open_file(Path(path)) as fh:
-        for first, last, longest in _runs(starts, os.fstat(fh.fileno()).st_size, chunk):
+    blocks of `PARSE_BLOCK` on all cores, by a thread of its own while the caller works on the
+    run before it (pyarrow's parse leaves the GIL): two runs and their tables are in memory at
+    a time at most, and each table's rows are known to be the run's lines."""
+    with open_file(Path(path)) as fh, ThreadPoolExecutor(
+            1, thread_name_prefix="twice-spans-parse") as parser:
+        runs = _runs(starts, os.fstat(fh.fileno()).st_size, chunk)
+
+        def parse(first: int, last: int, longest: int) -> tuple[int, pa.Table]:
             fh.seek(starts[first])
             run = fh.read(starts[last] - starts[first] if last < len(starts) else -1)
             try:
@@ -86,5 +91,17 @@ def span_tables(path: str | Path, starts: list[int], chunk: int = CHUNK_BYTES
             del run
             if table.num_rows != last - first:
                 raise Decline("pyarrow's rows are not the lines")
-            yield first, table
-            del table
+            return first, table
+
+        ahead: Future[tuple[int, pa.Table]] | None = None
+        try:
+            if (run := next(runs, None)) is not None:
+                ahead = parser.submit(parse, *run)
+            while ahead is not None:
+                done = ahead.result()  # (raises what the parse raised, in the file's order)
+                ahead = parser.submit(parse, *run) if (run := next(runs, None)) else None
+                yield done
+                del done
+        finally:
+            if ahead is not None:  # the caller stopped early: the parse ahead is let finish
+                ahead.cancel()
