@@ -4,6 +4,7 @@ does, and leaves to the general way every line it cannot read so (issue 24)."""
 from __future__ import annotations
 
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,32 @@ def test_a_file_past_the_chunk_size_reads_run_by_run(tmp_path: Path) -> None:
     assert path.stat().st_size > 4 * 2**18
     assert assert_same(path, chunk=2**18) == set()
 
+
+
+def test_a_run_refused_past_the_first_is_refused_after_the_runs_before_it(
+        tmp_path: Path) -> None:
+    """Each run is parsed ahead, while the caller works on the one before: a run pyarrow
+    refuses still reaches the caller in the file's order, after every run before it, and a
+    caller that stops early leaves no parse running on a closed file."""
+    path = tmp_path / "traces.jsonl"
+    _record(path, 600)
+    good = path.read_bytes()
+    path.write_bytes(good + b'{"resourceSpans": [\n' + good)
+    starts, _ = line_starts(path, MAX_VALUES)
+    chunk = 2**14
+    assert len(good) > 4 * chunk  # several runs before the refused line
+    firsts: list[int] = []
+    with pytest.raises(Decline, match="pyarrow refuses"):
+        for first, table in span_tables(path, starts, chunk):
+            firsts.append(first)
+            assert table.num_rows > 0
+    before = good.count(b"\n")
+    assert firsts[0] == 0 and len(firsts) >= 3
+    assert firsts[-1] < before  # every run the caller had lies before the refused line
+    runs = span_tables(path, starts, chunk)
+    assert next(runs)[0] == 0
+    runs.close()  # the caller stops: the parse ahead is waited for, then the file closes
+    assert not [t for t in threading.enumerate() if t.name.startswith("twice-spans-parse")]
 
 def _line(**span: Any) -> bytes:
     base: dict[str, Any] = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "POST",
