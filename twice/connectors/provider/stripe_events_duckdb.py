@@ -266,25 +266,16 @@ def _read(path: Path, earliest_s: float, latest_s: float, min_bytes: int
         size = path.stat().st_size
         if size < min_bytes:
             return None
-        # the file's head is scanned before DuckDB starts (a byte-order mark, or a NUL byte: a
-        # sparse or zero-filled file, never given to DuckDB to work through); the rest is
-        # scanned by a thread while DuckDB reads (its query leaves the GIL), and the query's
-        # answer is used only when that scan finds nothing refused either
-        head = _lines(path, _CHUNK)
-        if head < 0:
-            return None
+        lines = _lines(path)
         # a list whose `data` array's ends are found, whatever its keys' order (as the Python
         # path reads it), or one that starts as Stripe writes it
-        span = _data_span(path, size) if hasattr(os, "mkfifo") else None
+        span = _data_span(path, size) if lines >= 0 and hasattr(os, "mkfifo") else None
         listed = span is not None or _is_list(path)
         import duckdb
     except (OSError, ImportError):
         return None
-    if head < 2 and not listed:
-        # one line of lines (one document), or a first line longer than a chunk: never an
-        # export's event, and one DuckDB would hold whole while it parsed it
+    if lines < 0 or (lines < 2 and not listed):  # a refused token, or one line of lines
         return None
-    scan = _Scan(path) if size > _CHUNK else None
     params = {"path": str(path), "earliest": int(earliest_s), "latest": int(latest_s)}
     try:
         if span is None:
@@ -300,10 +291,6 @@ def _read(path: Path, earliest_s: float, latest_s: float, min_bytes: int
         # a line DuckDB cannot read (or hands back as invalid UTF-8): the Python path says
         # which, line by line
         return None
-    finally:
-        lines = scan.lines() if scan is not None else head
-    if lines < 0 or (lines < 2 and not listed):  # a refused token, or one line of lines
-        return None
     if table.num_rows < 2 or (not listed and table.num_rows != lines):
         return None  # one document, or blank lines (DuckDB skips them: rows are not lines)
     import pyarrow.compute as pc
@@ -313,26 +300,6 @@ def _read(path: Path, earliest_s: float, latest_s: float, min_bytes: int
     if pc.count_distinct(table.column("event_id")).as_py() != table.num_rows:
         return None
     return table, listed
-
-
-class _Scan:
-    """`_lines` of a whole file, counted by a thread of its own from the moment it is made;
-    `lines()` waits for the answer (-1 as well when the file could not be read)."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._result = -1
-        self._thread = threading.Thread(target=self._count, name="twice-events-scan",
-                                        daemon=True)
-        self._thread.start()
-
-    def _count(self) -> None:
-        with suppress(OSError):
-            self._result = _lines(self._path)
-
-    def lines(self) -> int:
-        self._thread.join()
-        return self._result
 
 
 def _run(duckdb: Any, query: str, params: dict[str, Any]) -> Any:
@@ -471,19 +438,16 @@ _REFUSED = (b"\\ud", b"\\uD", b"NaN", b"Infinity", b"\x00")
 _CHUNK = 1 << 24  # bytes `_lines` reads at a time
 
 
-def _lines(path: Path, limit: int | None = None) -> int:
+def _lines(path: Path) -> int:
     """How many lines the file has (a last line without a newline counts), or -1 when it starts
-    with a byte-order mark or holds one of `_REFUSED`; with a `limit`, of its first `limit`
-    bytes only (rounded up to a whole chunk)."""
+    with a byte-order mark or holds one of `_REFUSED`."""
     count = 0
     tail = b""
-    read = 0
     with path.open("rb") as fh:
         if fh.read(3) == b"\xef\xbb\xbf":
             return -1
         fh.seek(0)
-        while (limit is None or read < limit) and (chunk := fh.read(_CHUNK)):
-            read += len(chunk)
+        while chunk := fh.read(_CHUNK):
             count += chunk.count(b"\n")
             seam = tail + chunk  # a token cut between two chunks
             # (an escaped surrogate is looked for only where an escape is: a backslash, found

@@ -99,9 +99,12 @@ def span_tables(path: str | Path, starts: list[int], chunk: int = CHUNK_BYTES
                 ahead = parser.submit(parse, *run)
             while ahead is not None:
                 done = ahead.result()  # (raises what the parse raised, in the file's order)
-                ahead = parser.submit(parse, *run) if (run := next(runs, None)) else None
+                run = next(runs, None)
+                ahead = parser.submit(parse, *run) if run is not None else None
                 yield done
                 del done
         finally:
-            if ahead is not None:  # the caller stopped early: the parse ahead is let finish
+            # the caller stopped early: a parse not started is called off, one running is
+            # waited for (the pool's exit) before the file closes
+            if ahead is not None:
                 ahead.cancel()
