@@ -65,8 +65,10 @@ CREATE TEMP MACRO id_leaf(j) AS CASE json_type(j) WHEN 'OBJECT' THEN json_extrac
     ELSE j END;
 -- a JSON leaf that is a string written without an escape (a reference's usual form, an id):
 -- its text, read without parsing the JSON; NULL for any other leaf, left to the JSON functions
-CREATE TEMP MACRO plain_string(j) AS CASE WHEN starts_with(j, '"') AND ends_with(j, '"')
-    AND length(j) >= 2 AND NOT contains(j, '\') THEN j[2:-2] END;
+-- (the leaf's text as VARCHAR: DuckDB 1.1 keeps a slice of JSON typed as JSON)
+CREATE TEMP MACRO quoted_text(t) AS CASE WHEN starts_with(t, '"') AND ends_with(t, '"')
+    AND length(t) >= 2 AND NOT contains(t, '\') THEN t[2:-2] END;
+CREATE TEMP MACRO plain_string(j) AS quoted_text(CAST(j AS VARCHAR));
 {events}, cols AS (
   SELECT object, id, type, created, json_type(created) AS created_type, livemode, no_request,
          more,
