@@ -125,6 +125,11 @@ def _group_id(attempt_ids: Sequence[str]) -> str:
     return "g_" + hashlib.sha256("|".join(sorted(attempt_ids)).encode()).hexdigest()[:10]
 
 
+def attempt_records(attempts: pd.DataFrame) -> list[Attempt]:
+    """The attempts as plain records (`Group.records`), one dict a row."""
+    return [{str(k): v for k, v in r.items()} for r in attempts.to_dict("records")]
+
+
 def tools_by_call(timeline: pd.DataFrame) -> pd.Series:
     """Each tool call's tool, as the first row naming both says: tool_call_id -> tool_name."""
     return (timeline[["tool_call_id", "tool_name"]].dropna()
@@ -164,8 +169,7 @@ def analyze(timeline: pd.DataFrame, warnings: Sequence[SourceWarning] = (),
     trace_shape(multi, aligned)
     deliveries(multi, aligned)
     multi = normalize(multi)
-    all_records: list[Attempt] = [{str(k): v for k, v in r.items()}
-                                  for r in multi.to_dict("records")]
+    all_records = attempt_records(multi)
     for start, end in zip(starts, ends, strict=True):
         if start == end:
             continue

@@ -74,3 +74,22 @@ def test_a_postgres_store_in_read_only_mode_is_read_but_not_written(
     with pytest.raises(StoreReadOnly) as caught:
         store.create("Another", _rows())
     assert password not in str(caught.value)
+
+
+def test_a_page_of_a_read_only_store_is_analysed_and_says_it_kept_nothing(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """An investigation whose analysis is not kept (saved before analyses were) opens on a
+    store the server cannot write to: analysed, shown, and the log says it was not kept."""
+    import sqlite3
+
+    from twice.web.cache import _read_and_analyse
+
+    path = tmp_path / "investigations.sqlite3"
+    store = open_store(str(path))
+    inv = store.create("Read-only", _rows(), id="ro-one")
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM analyses")
+    with immutable(path), caplog.at_level("WARNING", logger="twice.web.cache"):
+        analysis, failure = _read_and_analyse(store, inv)
+    assert failure is None and len(analysis.groups) == 1
+    assert "'ro-one': its analysis is not kept in the store" in caplog.text

@@ -2,7 +2,8 @@
 a team.
 
 - `model`: what is saved (notes, overrides, the summary, the snapshot); `errors`: what it raises;
-- `prepare`: what saving computes before it writes; `location`: which store `open_store` opens;
+- `prepare`: what saving computes before it writes; `analyses`: each investigation's analysis,
+  kept as data; `location`: which store `open_store` opens;
 - `sql`: the one SQL layer (every query, `Store.transaction()`), over `dialect` (where SQLite
   and PostgreSQL differ) and `schema` (the tables, written once);
 - `sqlite`, `postgres`: connect and migrate; `sweeps`: a sweep's tables; `links`: the URL of

@@ -2,8 +2,10 @@
 
 A saved investigation is a SNAPSHOT: the normalised timeline (stored as Parquet bytes), the
 warnings seen while loading it, and append-only notes and overrides, under an id that never
-changes even when the sources it came from expire. Verdicts are recomputed from the timeline
-when it is opened; the `Summary` (one row of the Incidents list) is computed once, at save time.
+changes even when the sources it came from expire. Its analysis is kept beside it
+(`twice.store.analyses`) for the code that made it; other code analyses the timeline again
+when it is opened. The `Summary` (one row of the Incidents list) is computed once, at save
+time.
 """
 
 from __future__ import annotations

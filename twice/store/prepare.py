@@ -20,6 +20,7 @@ from twice.failure import SOURCE as FAILURE_SOURCE
 from twice.failure import analyze_or_keep
 from twice.formats import is_missing, minor_unit_exponent
 from twice.layers import LAYERS
+from twice.store.analyses import SavedAnalysis, encode
 from twice.store.dialect import dumps, loads
 from twice.store.model import DuplicateRow, Summary, WarningLike, new_id, valid_id
 from twice.timeline import COLUMN_NAMES, DTYPES, validate
@@ -47,6 +48,7 @@ class Prepared:
     parquet: bytes
     warnings: list[dict[str, Any]]  # JSON-safe
     options: dict[str, float]  # the engine options it was analysed with (Options.to_dict)
+    analysis: SavedAnalysis | None = None  # kept for its page (`twice.store.analyses`)
 
 
 def prepare(title: str, timeline: pd.DataFrame, *, provider: str, sources: Sequence[str],
@@ -62,11 +64,14 @@ def prepare(title: str, timeline: pd.DataFrame, *, provider: str, sources: Seque
         raise ValueError(f"invalid investigation id {inv_id!r}: use 1-64 of A-Z a-z 0-9 _ -")
     validate(timeline)
     kept = list(warnings)
+    saved: SavedAnalysis | None = None
     if analysis is None:
         # an analysis that fails still saves what loaded, with the failure as its warning
         analysis, failure = analyze_or_keep(timeline, options=options)
         if failure is not None:
             kept.append({"source": FAILURE_SOURCE, "detail": failure.describe()})
+        else:
+            saved = keepable(analysis, timeline, options)
     money: dict[str, int] = {}
     worst = []
     layers: set[str] = set()
@@ -99,7 +104,17 @@ def prepare(title: str, timeline: pd.DataFrame, *, provider: str, sources: Seque
                     layers=f" {' '.join(sorted(layers))} ",
                     search_text=search_text, parquet=to_bytes(timeline),
                     warnings=loads(dumps([_warning_dict(w) for w in kept])),
-                    options=options.to_dict())
+                    options=options.to_dict(), analysis=saved)
+
+
+def keepable(analysis: Analysis, timeline: pd.DataFrame, options: Options
+             ) -> SavedAnalysis | None:
+    """The analysis of `timeline` (with `options`) as the store keeps it, when its page would
+    make the same: the timeline read back from the store is numbered 0, 1, 2, ..., and the
+    analysis is of rows numbered as they are."""
+    if not timeline.index.equals(pd.RangeIndex(len(timeline))):
+        return None
+    return encode(analysis, options)
 
 
 def _search_text(tokens: Sequence[str]) -> str:

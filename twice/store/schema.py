@@ -1,7 +1,7 @@
 """The store's tables, written once for both databases (`{time}`, `{json}`, ... are the
 dialect's column types, `twice.store.dialect`).
 
-Schema version N is VERSIONS[:N] applied, in order, at open. Version 6 will be one more tuple
+Schema version N is VERSIONS[:N] applied, in order, at open. Version 7 will be one more tuple
 appended here.
 """
 
@@ -148,8 +148,24 @@ VERSION_5 = (
     "ALTER TABLE duplicates ADD COLUMN tool_name TEXT",
 )
 
+# Version 6: each investigation's analysis, kept as data (`twice.store.analyses`) under the
+# fingerprint of the code that made it, so a page that has not opened it yet does not run the
+# engine again. An investigation saved before has none: its first page analyses it and keeps
+# the analysis here.
+VERSION_6 = (
+    """CREATE TABLE analyses (
+        investigation_id TEXT PRIMARY KEY
+            REFERENCES investigations (id) ON DELETE CASCADE,
+        engine TEXT NOT NULL,              -- the code's fingerprint (engine_fingerprint)
+        groups TEXT NOT NULL,              -- JSON: options, groups, clock offsets
+        attempts {bytes} NOT NULL,         -- Parquet
+        repeated {bytes} NOT NULL,         -- Parquet: the groups' attempts
+        aligned {bytes} NOT NULL           -- Parquet: the timeline's at_aligned - at
+    )""",
+)
+
 VERSIONS: tuple[tuple[str, ...], ...] = (INVESTIGATIONS, SWEEPS, VERSION_3, VERSION_4,
-                                         VERSION_5)
+                                         VERSION_5, VERSION_6)
 # What marks a database as twice's store: the first migration creates both in one transaction,
 # so a store has both, or is new. A database with other tables and not these is not opened.
 OWN_TABLES = frozenset({"schema_version", "investigations"})

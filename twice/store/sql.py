@@ -8,12 +8,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
 
 from twice.engine import Analysis, Options
+from twice.store.analyses import SavedAnalysis, decode, engine_fingerprint
 from twice.store.dialect import Dialect, loads
 from twice.store.errors import InvestigationExists, InvestigationNotFound, StoreError
 from twice.store.model import (
@@ -28,7 +30,13 @@ from twice.store.model import (
     WarningLike,
     valid_id,
 )
-from twice.store.prepare import Prepared, amount_term, prepare, timeline_from_parquet
+from twice.store.prepare import (
+    Prepared,
+    amount_term,
+    keepable,
+    prepare,
+    timeline_from_parquet,
+)
 from twice.store.schema import SCHEMA_VERSION_TABLE, Migration
 from twice.timeline import empty_timeline
 
@@ -95,6 +103,8 @@ class Store(ABC):
         caller has it already (saves recomputing it)."""
         p = prepare(title, timeline, provider=provider, sources=sources, warnings=warnings,
                     tags=tags, inv_id=id, analysis=analysis, options=options)
+        if analysis is not None:  # the whole analysis of this timeline: kept for its page
+            p = replace(p, analysis=keepable(analysis, timeline, options or Options()))
         with self.transaction(write=True) as tx:
             insert_investigation(tx, p)
         return p.summary.id
@@ -125,6 +135,33 @@ class Store(ABC):
                         warnings=loads(row["warnings"]),
                         options=Options.from_dict(loads(row["options"])
                                                   if row["options"] is not None else None))
+
+    def analysis(self, snapshot: Snapshot) -> Analysis | None:
+        """The investigation's analysis as kept (`twice.store.analyses`): the one its page
+        shows, without running the engine. None when none is kept, or it was made by other
+        code or with other options, or cannot be read: the caller analyses the snapshot and
+        may keep that (`keep_analysis`)."""
+        inv_id = snapshot.summary.id
+        with self.transaction() as tx:
+            rows = tx.execute("SELECT * FROM analyses WHERE investigation_id = ? AND engine = ?",
+                              [inv_id, engine_fingerprint()])
+        if not rows:
+            return None
+        return decode(rows[0], snapshot.timeline, snapshot.warnings, snapshot.options, inv_id)
+
+    def keep_analysis(self, snapshot: Snapshot, analysis: Analysis) -> bool:
+        """Keep `analysis`, made of `snapshot` as it was read, in place of any kept before;
+        False when the investigation was deleted meanwhile (nothing is kept)."""
+        saved = keepable(analysis, snapshot.timeline, snapshot.options)
+        if saved is None:
+            return False
+        with self.transaction(write=True) as tx:
+            try:
+                with tx.savepoint():
+                    write_analysis(tx, snapshot.summary.id, saved)
+            except tx.dialect.foreign_key_violation:
+                return False
+        return True
 
     def search_duplicates(self, search: str, limit: int = 50) -> list[DuplicateHit]:
         """The duplicates whose two attempts hold every word of `search` (a customer, an
@@ -257,6 +294,8 @@ def insert_investigation(tx: Transaction, p: Prepared, *, if_new: bool = False) 
         return False
     tx.execute("INSERT INTO timelines (investigation_id, parquet) VALUES (?, ?)",
                [s.id, p.parquet])
+    if p.analysis is not None:
+        write_analysis(tx, s.id, p.analysis)
     for d, text in p.duplicates:
         tx.execute("INSERT INTO duplicates (investigation_id, dup_key, group_id, layer, "
                    "gap_seconds, at, customer, amount, currency, search_text, refunded, "
@@ -264,6 +303,17 @@ def insert_investigation(tx: Transaction, p: Prepared, *, if_new: bool = False) 
                    [s.id, d.dup_key, d.group_id, d.layer, d.gap_seconds, d.at, d.customer,
                     d.amount, d.currency, text, d.refunded, d.tool])
     return True
+
+
+def write_analysis(tx: Transaction, inv_id: str, saved: SavedAnalysis) -> None:
+    """Keep an investigation's analysis, in place of any kept before."""
+    tx.execute("INSERT INTO analyses (investigation_id, engine, groups, attempts, repeated, "
+               "aligned) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (investigation_id) DO UPDATE "
+               "SET engine = excluded.engine, groups = excluded.groups, "
+               "attempts = excluded.attempts, repeated = excluded.repeated, "
+               "aligned = excluded.aligned",
+               [inv_id, saved.engine, saved.groups, saved.attempts, saved.repeated,
+                saved.aligned])
 
 
 def migrate(tx: Transaction, migrations: Sequence[Migration], name: str) -> None:

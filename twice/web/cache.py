@@ -99,10 +99,23 @@ def get_analysis(inv_id: str, store: Store) -> Analysed:
 
 
 def _read_and_analyse(store: Store, inv_id: str) -> Analysed:
+    """The investigation's analysis as the store keeps it; else analysed, and kept there for
+    the next server that opens it (a store this server cannot write to keeps nothing: the
+    page is the same)."""
     snapshot = store.get(inv_id)
     if snapshot is None:  # deleted since the caller looked (nothing is kept)
         raise InvestigationNotFound(f"investigation {inv_id!r} not found")
-    return analysis_of(snapshot)
+    kept = store.analysis(snapshot)
+    if kept is not None:
+        return kept, None
+    analysed = analysis_of(snapshot)
+    if analysed[1] is None:
+        try:
+            store.keep_analysis(snapshot, analysed[0])
+        except StoreError as exc:
+            _LOG.warning("investigation %r: its analysis is not kept in the store (%s)",
+                         inv_id, exc)
+    return analysed
 
 
 def warm_up_count(environ: Mapping[str, str] | None = None) -> int:
