@@ -120,7 +120,10 @@ def align(timeline: pd.DataFrame, attempts: pd.DataFrame, strong: pd.DataFrame
     has_spans = bool(span_rows.any())
     has_checkpoints = bool((timeline["source"] == "checkpoints").any())
     offsets: list[ClockOffset] = []
-    aligned = timeline.copy(deep=False)  # copy-on-write: only the column set below is copied
+    aligned = timeline.copy(deep=False)
+    # a column of its own, edited below: without copy-on-write (pandas 2) the shallow copy
+    # shares its arrays, and the caller's timeline would be moved with it
+    aligned["at_aligned"] = timeline["at_aligned"].copy()
     provider: ClockOffset | None = None
     if has_spans:
         provider, hosts = _span_hosts(timeline, attempts, strong)
