@@ -98,14 +98,14 @@ def test_the_page_reads_the_kept_analysis_and_deleting_drops_it(url: str) -> Non
     raw = _raw(store, url)
     rows, _ = _load(ROOT / "sample_data" / "step_retry")
     inv = store.create("step retry", rows)
-    [(engine, body)] = raw("SELECT engine, groups FROM analyses WHERE investigation_id = ?",
+    [(engine, body)] = raw("SELECT engine, body FROM analyses WHERE investigation_id = ?",
                            [inv])
     assert engine == engine_fingerprint()
     # what the page shows is what the store keeps, not the engine run again: a fix written
     # into the kept duplicate comes back
     saved = json.loads(body)
     saved["groups"][0]["duplicates"][0]["fix"] = "kept, not recomputed"
-    raw("UPDATE analyses SET groups = ? WHERE investigation_id = ?", [json.dumps(saved), inv])
+    raw("UPDATE analyses SET body = ? WHERE investigation_id = ?", [json.dumps(saved), inv])
     analysis, failure = _read_and_analyse(store, inv)
     assert failure is None
     assert analysis.groups[0].duplicates[0].fix == "kept, not recomputed"
@@ -119,7 +119,7 @@ def test_the_page_reads_the_kept_analysis_and_deleting_drops_it(url: str) -> Non
 
 
 def _kept(raw: Callable[[str, list[Any]], list[tuple[Any, ...]]], inv: str) -> tuple[Any, ...]:
-    [row] = raw("SELECT engine, groups FROM analyses WHERE investigation_id = ?", [inv])
+    [row] = raw("SELECT engine, body FROM analyses WHERE investigation_id = ?", [inv])
     return tuple(row)
 
 
@@ -152,14 +152,14 @@ def test_an_analysis_made_with_other_options_is_not_used(url: str) -> None:
     engine, body = _kept(raw, inv)
     saved = json.loads(body)
     saved["options"] = Options().to_dict()
-    raw("UPDATE analyses SET groups = ? WHERE investigation_id = ?", [json.dumps(saved), inv])
+    raw("UPDATE analyses SET body = ? WHERE investigation_id = ?", [json.dumps(saved), inv])
     assert store.analysis(snap) is None
 
 
 @pytest.mark.parametrize("damage", [
-    ("groups", "not json"),
-    ("groups", "layer"),
-    ("groups", "rows"),
+    ("body", "not json"),
+    ("body", "layer"),
+    ("body", "rows"),
     ("attempts", b"PAR1 not parquet"),
     ("aligned", "other rows"),
 ])
@@ -221,6 +221,28 @@ def test_an_analysis_of_rows_numbered_otherwise_is_not_kept(tmp_path: Path) -> N
     inv = store.create("reversed", rows.iloc[::-1])
     assert _raw(store, url)("SELECT count(*) FROM analyses", []) == [(0,)]
     analysis, _ = _read_and_analyse(store, inv)
+    snap = store.get(inv)
+    assert snap is not None
+    assert_same(store.analysis(snap) or pytest.fail("not kept"), analysis)
+
+
+def test_an_analysis_put_together_from_several_is_not_kept(tmp_path: Path) -> None:
+    """`create` keeps the analysis it is given only when it is one analysis of the timeline (its
+    groups' attempts rows of one frame): one put together from several saves without it, and
+    its page analyses the timeline and keeps that."""
+    from twice.engine import analyze
+
+    url = str(tmp_path / "investigations.sqlite3")
+    store = open_store(url)
+    rows, _ = _load(CORPUS / "set-610000" / "field" / "field_busy_day")
+    one, other = analyze(rows), analyze(rows)
+    assert len(one.groups) >= 2
+    mixed = Analysis(groups=[one.groups[0], other.groups[1]], attempts=one.attempts,
+                     timeline=one.timeline, offsets=one.offsets, warnings=[])
+    inv = store.create("put together", rows, analysis=mixed)
+    assert _raw(store, url)("SELECT count(*) FROM analyses", []) == [(0,)]
+    analysis, failure = _read_and_analyse(store, inv)
+    assert failure is None and len(analysis.groups) == len(one.groups)
     snap = store.get(inv)
     assert snap is not None
     assert_same(store.analysis(snap) or pytest.fail("not kept"), analysis)

@@ -20,6 +20,7 @@ import hashlib
 import io
 import json
 import logging
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
@@ -44,7 +45,7 @@ class SavedAnalysis:
     """One row of the `analyses` table."""
 
     engine: str  # `engine_fingerprint()` of the code that made it
-    groups: str  # JSON: options, groups, clock offsets, the frames' column types
+    body: str  # JSON: options, groups, clock offsets, the frames' column types
     attempts: bytes  # Parquet: Analysis.attempts
     repeated: bytes  # Parquet: the repeated calls' attempts (the groups' `rows`)
     aligned: bytes  # Parquet: each timeline row's `at_aligned - at`
@@ -59,17 +60,23 @@ def engine_fingerprint() -> str:
 
     digest = hashlib.sha256()
     root = Path(__file__).resolve().parents[1]
-    for path in sorted(root.rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
+    try:
+        for path in sorted(root.rglob("*.py")):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    except OSError:  # a module that cannot be read: this process reuses no analysis kept
+        digest.update(secrets.token_bytes(16))
     for module in (pd, numpy, pyarrow):
         digest.update(f"{module.__name__} {module.__version__}\0".encode())
     return digest.hexdigest()
 
 
 def encode(analysis: Analysis, options: Options) -> SavedAnalysis:
-    """The analysis as the store keeps it (made with `options`)."""
+    """The analysis as the store keeps it (made with `options`, by `analyze`: its groups'
+    attempts are rows of one frame)."""
     repeated = analysis.groups[0].rows if analysis.groups else analysis.attempts.iloc[:0]
+    if any(g.rows is not repeated for g in analysis.groups):
+        raise ValueError("the groups' attempts are rows of several frames: not one analysis")
     body = {
         "format": FORMAT,
         "options": options.to_dict(),
@@ -78,7 +85,7 @@ def encode(analysis: Analysis, options: Options) -> SavedAnalysis:
         "offsets": [asdict(o) for o in analysis.offsets],
     }
     return SavedAnalysis(
-        engine=engine_fingerprint(), groups=json.dumps(body, default=_number),
+        engine=engine_fingerprint(), body=json.dumps(body, default=_number),
         attempts=_parquet(analysis.attempts), repeated=_parquet(repeated),
         aligned=_parquet(pd.DataFrame({"shift": (analysis.timeline["at_aligned"]
                                                  - analysis.timeline["at"]).to_numpy()}),
@@ -93,7 +100,7 @@ def decode(row: Mapping[str, Any], timeline: pd.DataFrame,
     it was made with other options or cannot be read as `encode` writes it (the caller
     analyses again)."""
     try:
-        body = json.loads(row["groups"])
+        body = json.loads(row["body"])
         if body.get("format") != FORMAT or body.get("options") != options.to_dict():
             return None
         attempts = _frame(row["attempts"], body["dtypes"]["attempts"])
@@ -102,9 +109,12 @@ def decode(row: Mapping[str, Any], timeline: pd.DataFrame,
         records = attempt_records(repeated)
         groups = [_group_from(g, repeated, records) for g in body["groups"]]
         offsets = [ClockOffset(**o) for o in body["offsets"]]
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
-        _LOG.warning("investigation %r: its saved analysis is not used (%s: %s); analysing it "
-                     "again", inv_id, type(exc).__name__, exc)
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError,
+            OSError) as exc:  # (pyarrow's errors are ValueError and OSError)
+        # the reason as a quoted string: it can quote what the row holds, and a log is read
+        # in a terminal
+        _LOG.warning("investigation %r: its saved analysis is not used (%s: %r); analysing it "
+                     "again", inv_id, type(exc).__name__, str(exc))
         return None
     kept = [SourceWarning(source=str(w.get("source", "")), detail=str(w.get("detail", "")))
             for w in warnings]

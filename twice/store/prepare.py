@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from twice.store.dialect import dumps, loads
 from twice.store.model import DuplicateRow, Summary, WarningLike, new_id, valid_id
 from twice.timeline import COLUMN_NAMES, DTYPES, validate
 
+_LOG = logging.getLogger("twice.store")
 # Timeline columns whose values a user may paste into the search box to find an investigation.
 SEARCH_COLUMNS = ("subject", "thread_id", "request_id", "tool_call_id", "object_id", "event_id",
                   "idempotency_key", "trace_id", "message_id")
@@ -114,7 +116,12 @@ def keepable(analysis: Analysis, timeline: pd.DataFrame, options: Options
     analysis is of rows numbered as they are."""
     if not timeline.index.equals(pd.RangeIndex(len(timeline))):
         return None
-    return encode(analysis, options)
+    try:
+        return encode(analysis, options)
+    except (ValueError, TypeError) as exc:  # (pyarrow's errors writing a column are these)
+        # the investigation is saved without it: its page analyses the timeline
+        _LOG.warning("an analysis is not kept (%s: %r)", type(exc).__name__, str(exc))
+        return None
 
 
 def _search_text(tokens: Sequence[str]) -> str:

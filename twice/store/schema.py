@@ -157,7 +157,7 @@ VERSION_6 = (
         investigation_id TEXT PRIMARY KEY
             REFERENCES investigations (id) ON DELETE CASCADE,
         engine TEXT NOT NULL,              -- the code's fingerprint (engine_fingerprint)
-        groups TEXT NOT NULL,              -- JSON: options, groups, clock offsets
+        body TEXT NOT NULL,                -- JSON: options, groups, clock offsets
         attempts {bytes} NOT NULL,         -- Parquet
         repeated {bytes} NOT NULL,         -- Parquet: the groups' attempts
         aligned {bytes} NOT NULL           -- Parquet: the timeline's at_aligned - at

@@ -307,12 +307,12 @@ def insert_investigation(tx: Transaction, p: Prepared, *, if_new: bool = False) 
 
 def write_analysis(tx: Transaction, inv_id: str, saved: SavedAnalysis) -> None:
     """Keep an investigation's analysis, in place of any kept before."""
-    tx.execute("INSERT INTO analyses (investigation_id, engine, groups, attempts, repeated, "
+    tx.execute("INSERT INTO analyses (investigation_id, engine, body, attempts, repeated, "
                "aligned) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (investigation_id) DO UPDATE "
-               "SET engine = excluded.engine, groups = excluded.groups, "
+               "SET engine = excluded.engine, body = excluded.body, "
                "attempts = excluded.attempts, repeated = excluded.repeated, "
                "aligned = excluded.aligned",
-               [inv_id, saved.engine, saved.groups, saved.attempts, saved.repeated,
+               [inv_id, saved.engine, saved.body, saved.attempts, saved.repeated,
                 saved.aligned])
 
 
