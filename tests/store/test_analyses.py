@@ -16,6 +16,7 @@ import pandas as pd
 import psycopg
 import pytest
 
+from tests.independent_corpus import extract, incidents
 from twice.connectors.registry import load_all, scan_folder
 from twice.engine import Analysis, Options
 from twice.layers import Bands
@@ -27,9 +28,13 @@ from twice.web.cache import _read_and_analyse, analysis_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted(p for p in (ROOT / "sample_data").iterdir() if p.is_dir())
-CORPUS = ROOT.parent / "shared" / "corpus" / "independent"
-# every tenth incident of the independent corpus (production-shaped, made apart from the lab)
-FIELD = sorted(p.parent for p in CORPUS.glob("set-*/*/*/truth.json"))[::10]
+FIELD = incidents(step=10)  # every tenth incident of the independent corpus
+BUSY_DAY = "independent/set-610000/field/field_busy_day"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return extract(tmp_path_factory.mktemp("corpus"))
 
 
 def _load(folder: Path) -> tuple[pd.DataFrame, list[Any]]:
@@ -57,11 +62,12 @@ def assert_same(kept: Analysis, fresh: Analysis) -> None:
             [{k: _value(v) for k, v in r.items()} for r in h.records]
 
 
-@pytest.mark.parametrize("folder", SAMPLES + FIELD, ids=lambda p: p.name)
-def test_a_kept_analysis_is_the_one_its_page_would_make(tmp_path: Path, folder: Path) -> None:
-    rows, warnings = _load(folder)
+@pytest.mark.parametrize("folder", [*SAMPLES, *FIELD], ids=lambda p: Path(p).name)
+def test_a_kept_analysis_is_the_one_its_page_would_make(tmp_path: Path, folder: Path | str,
+                                                        corpus: Path) -> None:
+    rows, warnings = _load(folder if isinstance(folder, Path) else corpus / folder)
     store = open_store(str(tmp_path / "s.sqlite3"))
-    inv = store.create(folder.name, rows, warnings=warnings)
+    inv = store.create(Path(folder).name, rows, warnings=warnings)
     snap = store.get(inv)
     assert snap is not None
     kept = store.analysis(snap)
@@ -72,7 +78,7 @@ def test_a_kept_analysis_is_the_one_its_page_would_make(tmp_path: Path, folder: 
 
 
 def test_the_field_corpus_is_here() -> None:
-    assert len(FIELD) >= 8, f"the independent corpus at {CORPUS} is missing"
+    assert len(FIELD) >= 9 and BUSY_DAY in incidents()
 
 
 def _raw(store: Store, url: str) -> Callable[[str, list[Any]], list[tuple[Any, ...]]]:
@@ -226,7 +232,8 @@ def test_an_analysis_of_rows_numbered_otherwise_is_not_kept(tmp_path: Path) -> N
     assert_same(store.analysis(snap) or pytest.fail("not kept"), analysis)
 
 
-def test_an_analysis_put_together_from_several_is_not_kept(tmp_path: Path) -> None:
+def test_an_analysis_put_together_from_several_is_not_kept(tmp_path: Path,
+                                                          corpus: Path) -> None:
     """`create` keeps the analysis it is given only when it is one analysis of the timeline (its
     groups' attempts rows of one frame): one put together from several saves without it, and
     its page analyses the timeline and keeps that."""
@@ -234,7 +241,7 @@ def test_an_analysis_put_together_from_several_is_not_kept(tmp_path: Path) -> No
 
     url = str(tmp_path / "investigations.sqlite3")
     store = open_store(url)
-    rows, _ = _load(CORPUS / "set-610000" / "field" / "field_busy_day")
+    rows, _ = _load(corpus / BUSY_DAY)
     one, other = analyze(rows), analyze(rows)
     assert len(one.groups) >= 2
     mixed = Analysis(groups=[one.groups[0], other.groups[1]], attempts=one.attempts,

@@ -11,19 +11,23 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.independent_corpus import extract, incidents
 from twice.connectors.registry import load_all, scan_folder
 from twice.engine import analyze
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted(p for p in (ROOT / "sample_data").iterdir() if p.is_dir())
-CORPUS = ROOT.parent / "shared" / "corpus" / "independent"
-# every tenth incident of the independent corpus (production-shaped, made apart from the lab)
-FIELD = sorted(p.parent for p in CORPUS.glob("set-*/*/*/truth.json"))[::10]
+FIELD = incidents(step=10)  # every tenth incident of the independent corpus
 
 
-@pytest.mark.parametrize("folder", SAMPLES + FIELD, ids=lambda p: p.name)
-def test_analysing_a_timeline_leaves_it_as_it_was(folder: Path) -> None:
-    found, _ = scan_folder(folder)
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return extract(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.mark.parametrize("folder", [*SAMPLES, *FIELD], ids=lambda p: Path(p).name)
+def test_analysing_a_timeline_leaves_it_as_it_was(folder: Path | str, corpus: Path) -> None:
+    found, _ = scan_folder(folder if isinstance(folder, Path) else corpus / folder)
     timeline = load_all((c, p, {}) for c, p in found).rows
     before = timeline.copy(deep=True)
     first = analyze(timeline)
@@ -36,4 +40,4 @@ def test_analysing_a_timeline_leaves_it_as_it_was(folder: Path) -> None:
 
 
 def test_the_field_corpus_is_here() -> None:
-    assert len(FIELD) >= 8, f"the independent corpus at {CORPUS} is missing"
+    assert len(FIELD) >= 9
