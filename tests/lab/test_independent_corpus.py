@@ -14,25 +14,20 @@ incidents of the same and other kinds are kept back to check the engine.
 
 from __future__ import annotations
 
-import tarfile
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.independent_corpus import extract
 from twice.cli.lab import analyze_args
 from twice.lab.corpus import find_cases, render, run_corpus
 
-SNAPSHOT = Path(__file__).with_name("independent_corpus.tar.xz")
 HONEST_FLOOR = 0.95
 
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("independent")
-    with tarfile.open(SNAPSHOT) as tar:
-        tar.extractall(root, filter="data")
-    corpus = root / "independent"
+    corpus = extract(tmp_path_factory.mktemp("independent")) / "independent"
     assert len(find_cases(corpus)) == 92
     return run_corpus(corpus, analyze_args)
 

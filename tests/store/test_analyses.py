@@ -20,7 +20,7 @@ from tests.independent_corpus import extract, incidents
 from twice.connectors.registry import load_all, scan_folder
 from twice.engine import Analysis, Options
 from twice.layers import Bands
-from twice.store import Store, open_store
+from twice.store import open_store
 from twice.store.analyses import engine_fingerprint
 from twice.store.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
 from twice.store.sqlite import SqliteStore
@@ -81,7 +81,7 @@ def test_the_field_corpus_is_here() -> None:
     assert len(FIELD) >= 9 and BUSY_DAY in incidents()
 
 
-def _raw(store: Store, url: str) -> Callable[[str, list[Any]], list[tuple[Any, ...]]]:
+def _raw(url: str) -> Callable[[str, list[Any]], list[tuple[Any, ...]]]:
     def run(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
         if url.startswith("postgresql"):
             with psycopg.connect(url, autocommit=True) as conn:
@@ -101,7 +101,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def test_the_page_reads_the_kept_analysis_and_deleting_drops_it(url: str) -> None:
     store = open_store(url)
-    raw = _raw(store, url)
+    raw = _raw(url)
     rows, _ = _load(ROOT / "sample_data" / "step_retry")
     inv = store.create("step retry", rows)
     [(engine, body)] = raw("SELECT engine, body FROM analyses WHERE investigation_id = ?",
@@ -131,7 +131,7 @@ def _kept(raw: Callable[[str, list[Any]], list[tuple[Any, ...]]], inv: str) -> t
 
 def test_an_analysis_made_by_other_code_is_made_again_and_replaced(url: str) -> None:
     store = open_store(url)
-    raw = _raw(store, url)
+    raw = _raw(url)
     rows, _ = _load(ROOT / "sample_data" / "redelivery")
     inv = store.create("redelivery", rows)
     before = _kept(raw, inv)
@@ -147,7 +147,7 @@ def test_an_analysis_made_by_other_code_is_made_again_and_replaced(url: str) -> 
 
 def test_an_analysis_made_with_other_options_is_not_used(url: str) -> None:
     store = open_store(url)
-    raw = _raw(store, url)
+    raw = _raw(url)
     rows, _ = _load(ROOT / "sample_data" / "step_retry")
     options = Options(bands=Bands(seconds=5.0, tens_of_seconds=120.0, retention=86_400.0),
                       window_s=600.0)
@@ -173,7 +173,7 @@ def test_a_damaged_analysis_is_analysed_again(tmp_path: Path, damage: tuple[str,
                                               caplog: pytest.LogCaptureFixture) -> None:
     url = str(tmp_path / "investigations.sqlite3")
     store = open_store(url)
-    raw = _raw(store, url)
+    raw = _raw(url)
     rows, _ = _load(ROOT / "sample_data" / "step_retry")
     inv = store.create("step retry", rows)
     column, how = damage
@@ -207,7 +207,7 @@ def test_a_store_of_version_5_gets_its_analyses_kept_on_first_read(tmp_path: Pat
     SqliteStore(url, migrations=SQLITE_MIGRATIONS[:5])
     store = open_store(url)
     assert store.schema_version() == len(SQLITE_MIGRATIONS) >= 6
-    raw = _raw(store, url)
+    raw = _raw(url)
     rows, _ = _load(ROOT / "sample_data" / "step_retry")
     inv = store.create("saved before analyses were kept", rows)
     raw("DELETE FROM analyses", [])  # as a version 5 store has it: none kept
@@ -225,7 +225,7 @@ def test_an_analysis_of_rows_numbered_otherwise_is_not_kept(tmp_path: Path) -> N
     store = open_store(url)
     rows, _ = _load(ROOT / "sample_data" / "step_retry")
     inv = store.create("reversed", rows.iloc[::-1])
-    assert _raw(store, url)("SELECT count(*) FROM analyses", []) == [(0,)]
+    assert _raw(url)("SELECT count(*) FROM analyses", []) == [(0,)]
     analysis, _ = _read_and_analyse(store, inv)
     snap = store.get(inv)
     assert snap is not None
@@ -247,7 +247,7 @@ def test_an_analysis_put_together_from_several_is_not_kept(tmp_path: Path,
     mixed = Analysis(groups=[one.groups[0], other.groups[1]], attempts=one.attempts,
                      timeline=one.timeline, offsets=one.offsets, warnings=[])
     inv = store.create("put together", rows, analysis=mixed)
-    assert _raw(store, url)("SELECT count(*) FROM analyses", []) == [(0,)]
+    assert _raw(url)("SELECT count(*) FROM analyses", []) == [(0,)]
     analysis, failure = _read_and_analyse(store, inv)
     assert failure is None and len(analysis.groups) == len(one.groups)
     snap = store.get(inv)

@@ -247,6 +247,18 @@ def page_state(page: Any) -> str:
         return f"(the page could not be read: {e})"
 
 
+def shown(page: Any, locator: Any, timeout: float = 60_000) -> None:
+    """`locator.wait_for`; if it does not come, fail saying what the page shows (an error, a
+    form still waiting, a run that never ended) instead of a bare timeout."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        locator.wait_for(timeout=timeout)
+    except PlaywrightTimeout:
+        raise AssertionError(f"not shown within {timeout / 1000:.0f} s: {locator}; "
+                             f"{page_state(page)}") from None
+
+
 def settled(page: Any, timeout: float = 60_000) -> None:
     """Wait until the page has settled (`_SETTLED_JS`); if it does not, fail saying why."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.web.conftest import chromium, running_app
+from tests.web.conftest import chromium, running_app, settled
 from twice.connectors import registry
 from twice.store import open_store
 from twice.web.auth import token_matches
@@ -84,6 +84,9 @@ def test_a_shared_link_asks_for_the_token_first(token_app: str, browser: Any) ->
     _submit(page, TOKEN)
     page.locator("h2#verdict, [id='verdict']").first.wait_for(timeout=90_000)
     page.get_by_text(TITLE).first.wait_for(timeout=30_000)
+    # the heading and the title are the store's preview while the evidence is read: the page
+    # itself (its tabs) once that run has ended
+    settled(page, timeout=120_000)
     assert page.url == link  # the view the link named, and nothing added to it
     assert TOKEN not in page.content()
     assert TOKEN not in str(context.cookies())

@@ -4,11 +4,11 @@ attempts' provider requests; never an empty link, never another call's trace."""
 
 from __future__ import annotations
 
-import tarfile
 from pathlib import Path
 
 import pytest
 
+from tests.independent_corpus import extract
 from twice.connectors import registry
 from twice.engine import Analysis, Group, analyze
 from twice.timeline import Kind
@@ -19,7 +19,6 @@ from twice.web.tabs.timeline import clicked_points
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_data"
-CORPUS = ROOT / "tests" / "lab" / "independent_corpus.tar.xz"  # shared/corpus/independent
 
 
 def _analysed(folder: Path) -> Analysis:
@@ -96,9 +95,7 @@ def test_a_span_outside_the_call_is_found_by_its_id() -> None:
 
 
 def test_every_evidence_line_of_the_corpus_leads_to_a_record(tmp_path: Path) -> None:
-    with tarfile.open(CORPUS) as tar:
-        tar.extractall(tmp_path, filter="data")
-    folders = sorted(p.parent for p in tmp_path.glob("independent/set-*/*/*/truth.json"))
+    folders = sorted(p.parent for p in extract(tmp_path).glob("independent/set-*/*/*/truth.json"))
     assert len(folders) == 92
     checked = 0
     for folder in folders[::4]:  # a spread of the sets and kinds, in a test's time

@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.web.conftest import chromium, page_errors, running_app, samples_in, wait_watching
+from tests.web.conftest import (
+    chromium,
+    page_errors,
+    running_app,
+    samples_in,
+    settled,
+    shown,
+    wait_watching,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 INV = "checkout-double"
@@ -134,9 +142,9 @@ def test_the_live_form_asks_for_the_key_it_was_not_given(app: str, browser: Any)
     page.get_by_text("New investigation from live sources").click(timeout=90_000)
     page.get_by_role("textbox", name="Customer, payment intent or charge id").fill("cus_Q1")
     page.get_by_role("textbox", name="Around (UTC)").fill("2024-06-03T14:21Z")
+    settled(page)
     page.get_by_role("button", name="Investigate").click()
-    error = page.get_by_text("Stripe restricted key: give the key")
-    error.wait_for(timeout=60_000)
+    shown(page, page.get_by_text("Stripe restricted key: give the key"))
     assert "environment variable" not in page.locator("body").inner_text()
     page.close()
 

@@ -21,7 +21,7 @@ import io
 import json
 import logging
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
@@ -33,7 +33,7 @@ from twice.engine import Analysis, Group, Options, attempt_records
 from twice.findings import Finding
 from twice.layers import Band, Layer
 from twice.link import ClockOffset
-from twice.timeline import SourceWarning
+from twice.store.model import Snapshot
 from twice.verdict import Alternative, Attempt, Duplicate
 
 FORMAT = 1  # what `encode` writes; another is not read
@@ -92,13 +92,12 @@ def encode(analysis: Analysis, options: Options) -> SavedAnalysis:
                          index=False))
 
 
-def decode(row: Mapping[str, Any], timeline: pd.DataFrame,
-           warnings: Sequence[Mapping[str, Any]], options: Options,
-           inv_id: str = "") -> Analysis | None:
+def decode(row: Mapping[str, Any], snapshot: Snapshot) -> Analysis | None:
     """The analysis a row of `analyses` made by this code holds (the store selects it by
-    `engine_fingerprint()`), for this timeline, its loading warnings and `options`; None when
-    it was made with other options or cannot be read as `encode` writes it (the caller
+    `engine_fingerprint()`), for the snapshot it was kept for, read with its timeline; None
+    when it was made with other options or cannot be read as `encode` writes it (the caller
     analyses again)."""
+    timeline, options, inv_id = snapshot.timeline, snapshot.options, snapshot.summary.id
     try:
         body = json.loads(row["body"])
         if body.get("format") != FORMAT or body.get("options") != options.to_dict():
@@ -116,10 +115,8 @@ def decode(row: Mapping[str, Any], timeline: pd.DataFrame,
         _LOG.warning("investigation %r: its saved analysis is not used (%s: %r); analysing it "
                      "again", inv_id, type(exc).__name__, str(exc))
         return None
-    kept = [SourceWarning(source=str(w.get("source", "")), detail=str(w.get("detail", "")))
-            for w in warnings]
     return Analysis(groups=groups, attempts=attempts, timeline=aligned, offsets=offsets,
-                    warnings=kept)
+                    warnings=snapshot.source_warnings())
 
 
 def _number(value: Any) -> Any:

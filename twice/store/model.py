@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -112,6 +112,16 @@ class Snapshot:
     warnings: list[dict[str, Any]]
     # what it was analysed with when saved (the defaults for one saved before they were kept)
     options: Options = field(default_factory=Options)
+
+    def source_warnings(self) -> list[SourceWarning]:
+        """The warnings loading reported, as the engine takes them."""
+        return source_warnings(self.warnings)
+
+
+def source_warnings(warnings: Iterable[Mapping[str, Any]]) -> list[SourceWarning]:
+    """Saved warnings (dicts: a store row, an upload's loading report) as `SourceWarning`s."""
+    return [SourceWarning(source=str(w.get("source", "")), detail=str(w.get("detail", "")))
+            for w in warnings]
 
 
 def valid_id(inv_id: object) -> bool:

@@ -147,7 +147,7 @@ class Store(ABC):
                               [inv_id, engine_fingerprint()])
         if not rows:
             return None
-        return decode(rows[0], snapshot.timeline, snapshot.warnings, snapshot.options, inv_id)
+        return decode(rows[0], snapshot)
 
     def keep_analysis(self, snapshot: Snapshot, analysis: Analysis) -> bool:
         """Keep `analysis`, made of `snapshot` as it was read, in place of any kept before;

@@ -16,7 +16,7 @@ import streamlit as st
 from twice.engine import Analysis, Options
 from twice.failure import AnalysisFailure, analyze_or_keep
 from twice.store import InvestigationNotFound, Snapshot, Store, StoreError, open_store
-from twice.timeline import SourceWarning
+from twice.store.model import source_warnings
 from twice.web.samples import SampleImport, sample_id
 
 WARM_UP = 4  # the newest saved investigations analysed when the server starts (`warm_up`)
@@ -155,8 +155,7 @@ def save_analysed(store: Store, title: str, timeline: pd.DataFrame, *,
                   tags: Sequence[str] = ()) -> str:
     """Save a new investigation, analysed once: the analysis the store's summary is made of is
     the one its page opens with (it would be the same analysed again)."""
-    kept = [SourceWarning(source=str(w["source"]), detail=str(w["detail"])) for w in warnings]
-    analysed = analyze_or_keep(timeline, kept, Options())
+    analysed = analyze_or_keep(timeline, source_warnings(warnings), Options())
     analysis, failure = analysed
     inv_id = store.create(title, timeline, sources=sources, warnings=warnings, tags=tags,
                           analysis=analysis if failure is None else None)
@@ -169,6 +168,4 @@ def analysis_of(snapshot: Snapshot) -> tuple[Analysis, AnalysisFailure | None]:
     """A saved investigation analysed as it was saved: with its options (a sweep's link opens
     the verdict the sweep reported) and the warnings loading reported (the page, the JSON
     export and the HTML report show them)."""
-    warnings = [SourceWarning(source=str(w.get("source", "")), detail=str(w.get("detail", "")))
-                for w in snapshot.warnings]
-    return analyze_or_keep(snapshot.timeline, warnings, snapshot.options)
+    return analyze_or_keep(snapshot.timeline, snapshot.source_warnings(), snapshot.options)

@@ -56,6 +56,8 @@ CREATE TEMP MACRO maybe_not_text(v) AS CASE WHEN v IS NULL THEN FALSE
     THEN regexp_full_match(v, '-?[0-9][0-9.eE+-]*')
     ELSE v IN ('true', 'false') OR left(v, 1) IN ('{', '[') END;
 CREATE TEMP MACRO untrimmed(v) AS contains('{ws}', left(v, 1)) OR contains('{ws}', right(v, 1));
+-- an id that is not a non-empty text without whitespace at either end (v not null)
+CREATE TEMP MACRO bad_id(v) AS v = '' OR untrimmed(v);
 -- unusual unless null, or a non-empty text without whitespace at either end
 CREATE TEMP MACRO bad_txt(v) AS CASE WHEN v IS NULL THEN FALSE WHEN v = '' THEN TRUE
     ELSE maybe_not_text(v) OR untrimmed(v) END;
@@ -162,10 +164,10 @@ _SQL = _SQL.replace("{leaves}", ",\n         ".join(
 _SQL = _SQL.replace("{leaf_texts}", ",\n         ".join(
     f"CASE WHEN {n}_str IS NOT NULL THEN {n}_str "
     f"WHEN json_type({n}_leaf) = 'VARCHAR' THEN {n}_leaf ->> '$' END AS {n}_ref, "
-    f"CASE WHEN {n}_str IS NOT NULL THEN {n}_str = '' OR untrimmed({n}_str) "
+    f"CASE WHEN {n}_str IS NOT NULL THEN bad_id({n}_str) "
     f"ELSE coalesce({n}_leaf IS NOT NULL AND json_type({n}_leaf) <> 'NULL' "
-    f"AND (json_type({n}_leaf) <> 'VARCHAR' OR ({n}_leaf ->> '$') = '' "
-    f"OR untrimmed({n}_leaf ->> '$')), FALSE) END AS {n}_bad" for n in _REFS))
+    f"AND (json_type({n}_leaf) <> 'VARCHAR' OR bad_id({n}_leaf ->> '$')), FALSE) "
+    f"END AS {n}_bad" for n in _REFS))
 _SQL = _SQL.replace("{bad_refs}", " OR ".join(
     f"{n}_bad" if n == "customer" else f"{n}_bad OR coalesce(contains({n}_ref, ','), FALSE)"
     for n in _REFS))

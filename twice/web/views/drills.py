@@ -233,10 +233,10 @@ def _drill(drill: drills.Drill, store: DrillStore | None) -> None:
     st.session_state.setdefault(started_key, time.monotonic())
     cols = st.columns(len(drills.SOURCES))
     for col, source in zip(cols, drills.SOURCES, strict=True):
-        if col.button(f"Show {drills.SOURCE_WORDS[source]}", key=f"open_{source}",
-                      disabled=source in opened):
-            opened.append(source)
-            st.rerun()
+        # opened in the click's own run (a callback), not by a rerun: a rerun would drop a
+        # click that reached the server with it, the answer's "Check my answer" among them
+        col.button(f"Show {drills.SOURCE_WORDS[source]}", key=f"open_{source}",
+                   disabled=source in opened, on_click=_reveal, args=(opened, source))
     for source in opened:
         _source(q, source)
     done_key = f"drill_result_{drill.id}"
@@ -254,6 +254,11 @@ def _drill(drill: drills.Drill, store: DrillStore | None) -> None:
     for col, level in zip(cols, drills.CURRICULUM, strict=True):
         if col.button(f"New drill, level {level}", key=f"next_drill_{level}"):
             _open(drills.new_drill(level, seen=seen).id)
+
+
+def _reveal(opened: list[str], source: str) -> None:
+    if source not in opened:
+        opened.append(source)
 
 
 def _radio(label: str, choices: dict[str, str], key: str) -> str | None:
