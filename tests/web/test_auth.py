@@ -79,6 +79,7 @@ def test_a_shared_link_asks_for_the_token_first(token_app: str, browser: Any) ->
     _no_data(page)
     _submit(page, "")
     page.get_by_text("That is not the access token.").wait_for(timeout=30_000)
+    settled(page)  # the error above is the first submit's until this one's run has ended
     _no_data(page)
 
     _submit(page, TOKEN)

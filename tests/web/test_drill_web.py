@@ -128,7 +128,7 @@ def test_a_trainee_completes_a_drill_with_gradual_reveal_in_the_browser(
         body = page.locator("body").inner_text()
         assert "request id" not in body  # nothing but the page yet
         page.get_by_role("button", name="Show the provider's payment requests").click()
-        page.get_by_text("Gaps between the customer's requests").wait_for(timeout=60_000)
+        page.get_by_text("Gaps between the customer's requests").first.wait_for(timeout=60_000)
         reveal = page.get_by_role("button", name="Show the traces")
         reveal.click()
         # the traces' run drawn and ended before the answer: the provider's chart is on the
@@ -141,6 +141,7 @@ def test_a_trainee_completes_a_drill_with_gradual_reveal_in_the_browser(
         page.get_by_text(drills.MITIGATION_CHOICES["refund_second"]).click()
         page.get_by_role("button", name="Check my answer").click()
         shown(page, page.get_by_text("What gave it away"))
+        settled(page)  # the rest of the answer, and its timeline, drawn after it
         body = page.locator("body").inner_text()
         # the answer needs the checkpoints, which were not opened
         assert "Score 2/3" in body and "You answered without the agent's checkpoints" in body

@@ -156,6 +156,7 @@ def test_search_lands_on_the_duplicate_asked_about(busy_app: tuple[str, Any],
         "key => [...document.querySelectorAll('a')].some(a => a.innerText.includes("
         "'Busy day upload') && decodeURIComponent(a.href).includes('dup=' + key))", arg=key,
         timeout=30_000)
+    settled(page)  # the list before the search, stale, gone
     listed = page.get_by_role("link", name="Busy day upload")
     assert all(f"dup={key}" in unquote(str(h)) for h in listed.evaluate_all(
         "els => els.map(e => e.getAttribute('href'))")), "the list links to the newest"
