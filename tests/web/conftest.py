@@ -141,9 +141,13 @@ def run_app(params: dict[str, str] | None = None, timeout: float = 120) -> AppTe
     return at
 
 
-# Streamlit has finished drawing the page: no script run under way, no element left from the
-# run before (stale), every chart drawn by plotly.
+# Streamlit has finished drawing the page: no script run under way (the app's own run state,
+# which Streamlit keeps on stApp for its tests, says so from the run's first message; the status
+# widget shows only once a run has lasted half a second), no element left from the run before
+# (stale), every chart drawn by plotly.
 _SETTLED_JS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
   const w = document.querySelector('[data-testid="stStatusWidget"]');
   if (w && w.checkVisibility()) return false;
   if (document.querySelector('[data-stale="true"]')) return false;
@@ -213,8 +217,7 @@ def investigate_in_browser(page: Any, timeout: float = 180_000) -> None:
     a bare timeout."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    settled(page)
-    page.get_by_role("button", name="Investigate").click()
+    click_after_typing(page, page.get_by_role("button", name="Investigate"))
     try:
         page.locator("[id='verdict']").first.wait_for(timeout=timeout)
     except PlaywrightTimeout:
@@ -229,7 +232,9 @@ _UNSETTLED_JS = """() => {
   const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')];
   const drawn = charts.filter(c => { const g = c.querySelector('.js-plotly-plot');
     return g && g._fullLayout && g._fullData && g.querySelector('.main-svg'); }).length;
-  return `script running: ${!!(w && w.checkVisibility())}; `
+  const app = document.querySelector('[data-testid="stApp"]');
+  return `run state: ${app && app.getAttribute('data-test-script-state')}; `
+    + `script running: ${!!(w && w.checkVisibility())}; `
     + `stale elements: ${document.querySelectorAll('[data-stale="true"]').length}; `
     + `charts drawn: ${drawn} of ${charts.length}; `
     + `main shown: ${!!document.querySelector('[data-testid="stMain"]')}; `
@@ -268,6 +273,18 @@ def settled(page: Any, timeout: float = 60_000) -> None:
     except PlaywrightTimeout:
         raise AssertionError(f"the page did not settle within {timeout / 1000:.0f} s: "
                              f"{page_state(page)}") from None
+
+
+def click_after_typing(page: Any, button: Any, timeout: float = 60_000) -> None:
+    """Click `button` (a locator) once the field typed into has been left and the page has
+    settled. Leaving a Streamlit text field redraws it (its "Press Enter" hint goes, a field
+    outside a form sends its value), and when the click's own mouse-down is what leaves it,
+    the page can move between mouse-down and mouse-up: the browser then sends no click
+    (streamlit/streamlit#8725). Seen here as a live form whose Investigate never reached the
+    script, on a settled page, its key still in its field."""
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    settled(page, timeout)
+    button.click()
 
 
 def choose(page: Any, label: str, option: str) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.web.conftest import chromium, running_app, settled
+from tests.web.conftest import chromium, click_after_typing, running_app, settled
 from twice.connectors import registry
 from twice.store import open_store
 from twice.web.auth import token_matches
@@ -57,7 +57,7 @@ def _prompt(page: Any) -> None:
 
 def _submit(page: Any, token: str) -> None:
     page.get_by_role("textbox", name="Access token").fill(token)
-    page.get_by_role("button", name="Open").click()
+    click_after_typing(page, page.get_by_role("button", name="Open"))
 
 
 def _no_data(page: Any) -> None:

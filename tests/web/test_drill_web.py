@@ -14,7 +14,7 @@ import streamlit as st
 from playwright.sync_api import expect
 from streamlit.testing.v1 import AppTest
 
-from tests.web.conftest import chromium, run_app, running_app, settled, shown
+from tests.web.conftest import chromium, click_after_typing, run_app, running_app, settled, shown
 from twice import drills
 from twice.drills.store import DrillStore
 
@@ -123,7 +123,7 @@ def test_a_trainee_completes_a_drill_with_gradual_reveal_in_the_browser(
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(f"{url}/?drill={DRILL.id}")
         page.get_by_label("Your name (your answers are kept under it)").fill("Chris")
-        page.get_by_role("button", name="Use this name").click()
+        click_after_typing(page, page.get_by_role("button", name="Use this name"))
         page.get_by_text("Answering as chris").wait_for(timeout=90_000)
         body = page.locator("body").inner_text()
         assert "request id" not in body  # nothing but the page yet
@@ -164,7 +164,7 @@ def test_a_team_lead_assigns_a_set_and_reads_the_cohort_in_the_browser(
         page.get_by_label("Trainees (one a line, or comma-separated)").fill("dana\nEli")
         page.get_by_label("… and/or these drill ids (comma-separated)").fill(
             f"{DRILL.id}, L2-6")
-        page.get_by_role("button", name="Assign").click()
+        click_after_typing(page, page.get_by_role("button", name="Assign"))
         page.get_by_text("2 trainees: dana, eli").wait_for(timeout=60_000)
         assert store.cohort("night shift") == (["dana", "eli"], [DRILL.id, "L2-6"])
         # dana answers the first drill of the set (as the drill page would record it)

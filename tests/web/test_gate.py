@@ -27,7 +27,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from websockets.sync.client import ClientConnection, connect
 
-from tests.web.conftest import chromium, running_app
+from tests.web.conftest import chromium, click_after_typing, running_app
 from twice.connectors import registry
 from twice.store import open_store
 
@@ -199,7 +199,7 @@ def _gated_export_tab(browser: Any, url: str) -> tuple[Any, Any]:
     page.goto(f"{url}/?inv={INV}&tab=export")
     page.get_by_role("textbox", name="Access token").wait_for(timeout=90_000)
     page.get_by_role("textbox", name="Access token").fill(TOKEN)
-    page.get_by_role("button", name="Open").click()
+    click_after_typing(page, page.get_by_role("button", name="Open"))
     for label in EXPORTS:
         page.get_by_role("button", name=label).wait_for(timeout=90_000)
     page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=60_000)

@@ -22,6 +22,7 @@ from playwright.sync_api import expect
 
 from tests.web.conftest import (
     chromium,
+    click_after_typing,
     hover_points,
     page_errors,
     running_app,
@@ -217,7 +218,7 @@ def test_a_hostile_note_typed_in_the_browser_is_saved_and_shown_as_text(
     typed = f"typed {IMG} {MD_LINK} \u202eoverride"
     page.get_by_role("textbox", name="Your name").first.fill(SCRIPT)
     page.get_by_role("textbox", name="Note", exact=True).fill(typed)
-    page.get_by_role("button", name="Add note").click()
+    click_after_typing(page, page.get_by_role("button", name="Add note"))
     page.get_by_text("typed <img").first.wait_for(timeout=60_000)
     _settle(page)
     _nothing_ran(page, dialogs)

@@ -14,6 +14,7 @@ from playwright.sync_api import expect
 
 from tests.web.conftest import (
     chromium,
+    click_after_typing,
     page_errors,
     running_app,
     samples_in,
@@ -139,8 +140,7 @@ def test_the_live_form_asks_for_the_key_it_was_not_given(app: str, browser: Any)
     page.get_by_text("New investigation from live sources").click(timeout=90_000)
     page.get_by_role("textbox", name="Customer, payment intent or charge id").fill("cus_Q1")
     page.get_by_role("textbox", name="Around (UTC)").fill("2024-06-03T14:21Z")
-    settled(page)
-    page.get_by_role("button", name="Investigate").click()
+    click_after_typing(page, page.get_by_role("button", name="Investigate"))
     shown(page, page.get_by_text("Stripe restricted key: give the key"))
     assert "environment variable" not in page.locator("body").inner_text()
     page.close()
@@ -157,7 +157,7 @@ def test_a_saved_verdict_is_confirmed_and_the_form_emptied(app: str, browser: An
     reason.fill("the second charge has a new request id and key")
     page.locator(".stForm").filter(has=reason).get_by_role(
         "textbox", name="Your name").fill("ana")
-    page.get_by_role("button", name="Save verdict").click()
+    click_after_typing(page, page.get_by_role("button", name="Save verdict"))
     page.get_by_text("Saved: ana confirmed the verdict").wait_for(timeout=30_000)
     expect(reason).to_have_value("")
     page.get_by_text("Verdict", exact=True).click()
@@ -211,7 +211,7 @@ def test_the_list_the_verdict_and_the_notes_fit_a_phone(app: str, browser: Any) 
     page.get_by_role("button", name="Save verdict").wait_for(timeout=90_000)
     settled(page)
     page.get_by_role("textbox", name="Reason").fill("a new request id and key per attempt")
-    page.get_by_role("button", name="Save verdict").click()
+    click_after_typing(page, page.get_by_role("button", name="Save verdict"))
     page.get_by_text("confirmed the verdict").wait_for(timeout=30_000)
     settled(page)
     page.get_by_text("confirmed the verdict").scroll_into_view_if_needed()

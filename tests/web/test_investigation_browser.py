@@ -19,7 +19,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
-from tests.web.conftest import chromium, running_app, samples_in, settled
+from tests.web.conftest import chromium, click_after_typing, running_app, samples_in, settled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -457,7 +457,7 @@ def test_a_pan_and_a_typed_range_are_the_links_window(busy_app: tuple[str, Any],
     end = start + pd.Timedelta(seconds=50)
     page.get_by_role("textbox", name="From (UTC)").fill(f"{start:%Y-%m-%d %H:%M:%S}")
     page.get_by_role("textbox", name="To (UTC)").fill(f"{end:%Y-%m-%d %H:%M:%S}")
-    page.get_by_role("button", name="Show this range").click()
+    click_after_typing(page, page.get_by_role("button", name="Show this range"))
     page.wait_for_url(lambda u: f"t0={start:%Y-%m-%d}" in unquote(u)
                       and _window(u)[1] - _window(u)[0] == pd.Timedelta(seconds=50),
                       timeout=30_000)
@@ -467,7 +467,7 @@ def test_a_pan_and_a_typed_range_are_the_links_window(busy_app: tuple[str, Any],
     assert abs(axis[0] - start.value / 1e6) < 2 and abs(axis[1] - axis[0] - 50_000) < 2, axis
     # a range that is not one says so and keeps the view
     page.get_by_role("textbox", name="To (UTC)").fill("yesterday-ish")
-    page.get_by_role("button", name="Show this range").click()
+    click_after_typing(page, page.get_by_role("button", name="Show this range"))
     page.get_by_text("The time range was not changed").wait_for(timeout=30_000)
     page.close()
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.store.test_full_disk import full, small_disk_in
 from tests.store.test_read_only_store import immutable
-from tests.web.conftest import chromium, running_app
+from tests.web.conftest import chromium, click_after_typing, running_app
 from twice.connectors import registry
 from twice.store import open_store
 
@@ -107,7 +107,7 @@ def test_a_note_typed_while_the_disk_is_full_is_kept_and_the_page_still_reads(
                 body = page.locator("body").inner_text()
                 assert "Queue redelivered the refund" in body and "cannot be shown" not in body
                 page.get_by_role("textbox", name="Note", exact=True).fill(NOTE)
-            page.get_by_role("button", name="Add note").click()
+            click_after_typing(page, page.get_by_role("button", name="Add note"))
             page.get_by_text(NOTE).first.wait_for(timeout=60_000)
         snap = open_store(str(store)).get(INV)
         assert snap is not None and [n.text for n in snap.notes][-1] == NOTE

@@ -39,7 +39,13 @@ from psycopg import sql
 from tests.connectors.hostile_http import hostile_backend
 from tests.contract import contract
 from tests.hostile import SPECIAL_SECRETS, encoded_forms
-from tests.web.conftest import chromium, free_port, page_state, samples_in, settled
+from tests.web.conftest import (
+    chromium,
+    click_after_typing,
+    free_port,
+    page_state,
+    samples_in,
+)
 from twice.lab.scenarios import run_scenario_with_server
 from twice.lab.trace_server import TraceServer
 
@@ -215,8 +221,8 @@ class Browser:
             .fill(key)
         page.get_by_label("Checkpoints DSN or SqliteSaver path (optional)").fill(checkpoints)
         page.get_by_role("textbox", name="Trace backend address (optional)").fill(traces)
-        settled(page)  # the click is sent to a page no run is redrawing
-        page.get_by_role("button", name="Investigate").click()
+        # sent to a page no run is redrawing, from no field
+        click_after_typing(page, page.get_by_role("button", name="Investigate"))
         try:  # any end the form can come to: the verdict, a message, an error
             page.wait_for_function(
                 "!!document.querySelector('[id=\"verdict\"], [data-testid=\"stException\"]')"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.store.test_store import refunded_copy
-from tests.web.conftest import choose, chromium, running_app, samples_in
+from tests.web.conftest import choose, chromium, click_after_typing, running_app, samples_in
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,7 +99,7 @@ def test_the_list_shows_when_refunds_status_and_owner(app: tuple[str, str],
     page.get_by_text("Status: open · no owner").click(timeout=90_000)
     choose(page, "Status", "resolved")
     page.get_by_role("textbox", name="Owner").fill("ana <b>on call</b>")
-    page.get_by_role("button", name="Save status").click()
+    click_after_typing(page, page.get_by_role("button", name="Save status"))
     page.get_by_text("Status: resolved · owner ana <b>on call</b>").wait_for(timeout=30_000)
     page.goto(f"{app}/")
     items = _items(page)
