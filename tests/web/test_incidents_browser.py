@@ -93,7 +93,7 @@ def test_the_list_is_shown_once_and_its_links_stay_in_this_tab_and_session(
     page.goto(f"{app}/")
     link = page.get_by_role("link", name=TITLE, exact=True)
     link.wait_for(timeout=90_000)
-    # the samples' import reruns the list each second: a click on a link meanwhile is lost
+    # the samples' import reruns the list each second: the link is clicked once that is over
     samples_in(page)
     expect(link).to_have_count(1)  # one list: no grid of the same incidents above it
     expect(page.locator("[data-testid='stMain'] [data-testid='stDataFrame']")).to_have_count(0)
