@@ -233,8 +233,8 @@ def _drill(drill: drills.Drill, store: DrillStore | None) -> None:
     st.session_state.setdefault(started_key, time.monotonic())
     cols = st.columns(len(drills.SOURCES))
     for col, source in zip(cols, drills.SOURCES, strict=True):
-        # opened in the click's own run (a callback), not by a rerun: a rerun would drop a
-        # click that reached the server with it, the answer's "Check my answer" among them
+        # opened in the click's own run (a callback), not by a rerun: Streamlit merges a rerun
+        # asked for in the body with a click waiting for the server, which could lose it
         col.button(f"Show {drills.SOURCE_WORDS[source]}", key=f"open_{source}",
                    disabled=source in opened, on_click=_reveal, args=(opened, source))
     for source in opened:
